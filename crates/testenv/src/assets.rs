@@ -1,0 +1,120 @@
+//! Where the test assets are: the binaries built by `hack/test-assets.sh`
+//! (or a user's own, through `KUBEBUILDER_ASSETS` and `TOFU`) and the Cluster
+//! API CRDs. A missing asset is an error that says how to get it: tests never
+//! skip for want of one.
+
+use std::path::{Path, PathBuf};
+
+/// The pinned versions, shared with `hack/test-assets.sh`.
+const VERSIONS_ENV: &str = include_str!("../../../hack/versions.env");
+
+#[derive(Debug, thiserror::Error)]
+pub enum AssetError {
+    #[error(
+        "test asset {name} not found at {path}: run hack/test-assets.sh to build it, or point {var} at your own"
+    )]
+    Missing {
+        name: &'static str,
+        path: PathBuf,
+        var: &'static str,
+    },
+    #[error("hack/versions.env has no {0}")]
+    NoVersion(&'static str),
+    #[error("cannot find the home directory (HOME is unset) to locate the asset cache")]
+    NoHome,
+}
+
+/// A pinned version from `hack/versions.env`, e.g. `version("KUBERNETES_VERSION")`.
+pub fn version(key: &'static str) -> Result<&'static str, AssetError> {
+    VERSIONS_ENV
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim())
+        .ok_or(AssetError::NoVersion(key))
+}
+
+fn cache_dir() -> Result<PathBuf, AssetError> {
+    if let Some(dir) = std::env::var_os("CAPTF_ASSETS_CACHE") {
+        return Ok(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME").ok_or(AssetError::NoHome)?;
+    Ok(Path::new(&home).join(".cache/captf-test-assets"))
+}
+
+/// The folder holding `kube-apiserver`, `etcd` and `kube-controller-manager`.
+fn kubernetes_dir() -> Result<(PathBuf, &'static str), AssetError> {
+    if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS") {
+        return Ok((PathBuf::from(dir), "KUBEBUILDER_ASSETS"));
+    }
+    let v = version("KUBERNETES_VERSION")?;
+    Ok((
+        cache_dir()?.join(format!("kubernetes-v{v}")),
+        "KUBEBUILDER_ASSETS",
+    ))
+}
+
+fn existing(name: &'static str, path: PathBuf, var: &'static str) -> Result<PathBuf, AssetError> {
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(AssetError::Missing { name, path, var })
+    }
+}
+
+/// Path of a control-plane binary (`kube-apiserver`, `etcd`, `kube-controller-manager`).
+pub fn control_plane_binary(name: &'static str) -> Result<PathBuf, AssetError> {
+    let (dir, var) = kubernetes_dir()?;
+    existing(name, dir.join(name), var)
+}
+
+/// Path of the OpenTofu binary: `TOFU`, else the cached build.
+pub fn tofu() -> Result<PathBuf, AssetError> {
+    if let Some(path) = std::env::var_os("TOFU") {
+        return existing("tofu", PathBuf::from(path), "TOFU");
+    }
+    let v = version("OPENTOFU_VERSION")?;
+    existing(
+        "tofu",
+        cache_dir()?.join(format!("opentofu-v{v}/tofu")),
+        "TOFU",
+    )
+}
+
+/// Folder of the Cluster API CRDs: `CAPI_CRDS`, else the cached copy.
+pub fn capi_crds() -> Result<PathBuf, AssetError> {
+    if let Some(path) = std::env::var_os("CAPI_CRDS") {
+        return existing("Cluster API CRDs", PathBuf::from(path), "CAPI_CRDS");
+    }
+    let v = version("CLUSTER_API_VERSION")?;
+    let dir = cache_dir()?.join(format!("cluster-api-v{v}/crd"));
+    existing("Cluster API CRDs", dir, "CAPI_CRDS")
+}
+
+/// Folder of this project's generated CRDs (`config/crd/bases`).
+pub fn project_crds() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pinned_version_is_present_and_dotted() {
+        for key in [
+            "KUBERNETES_VERSION",
+            "ETCD_VERSION",
+            "OPENTOFU_VERSION",
+            "CLUSTER_API_VERSION",
+        ] {
+            let v = version(key).unwrap();
+            assert_eq!(v.split('.').count(), 3, "{key}={v}");
+            assert!(v.split('.').all(|p| p.parse::<u32>().is_ok()), "{key}={v}");
+        }
+        assert!(matches!(
+            version("NOPE"),
+            Err(AssetError::NoVersion("NOPE"))
+        ));
+    }
+}

@@ -1,0 +1,250 @@
+//! A local control plane: etcd, kube-apiserver and kube-controller-manager on
+//! free loopback ports, with their state, certificates and logs in one
+//! temporary folder.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::Error;
+use crate::assets;
+use crate::pki::Pki;
+use crate::process::Process;
+
+/// The controllers a test cluster needs: garbage collection, namespace
+/// deletion, Jobs and their TTL, and service accounts (pods need the
+/// namespace's `default` one) with their tokens and root CA.
+pub const CONTROLLERS: &[&str] = &[
+    "garbage-collector-controller",
+    "namespace-controller",
+    "job-controller",
+    "ttl-after-finished-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+];
+
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+pub struct ControlPlane {
+    pub root: PathBuf,
+    pub kubeconfig: PathBuf,
+    /// Started order: etcd, kube-apiserver, kube-controller-manager.
+    pub processes: Vec<Process>,
+}
+
+fn free_port() -> Result<u16, Error> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("binding a free port", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| Error::io("reading a bound port", e))?
+        .port();
+    Ok(port)
+}
+
+fn mkdir(path: PathBuf) -> Result<PathBuf, Error> {
+    std::fs::create_dir_all(&path)
+        .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+    Ok(path)
+}
+
+fn kubeconfig_yaml(server: &str, pki: &Pki) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: testenv\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n\
+         users:\n- name: admin\n  user:\n    client-certificate: {cert}\n    client-key: {key}\n\
+         contexts:\n- name: testenv\n  context:\n    cluster: testenv\n    user: admin\ncurrent-context: testenv\n",
+        ca = pki.ca_cert.display(),
+        cert = pki.admin_cert.display(),
+        key = pki.admin_key.display(),
+    )
+}
+
+/// A client configuration read from a kubeconfig file.
+pub async fn config_from(kubeconfig: &Path) -> Result<kube::Config, Error> {
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| Error::Kubeconfig(e.to_string()))?;
+    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Kubeconfig(e.to_string()))
+}
+
+impl ControlPlane {
+    /// Starts the three processes under `root` and waits until the apiserver
+    /// is ready and the controller manager is doing its work.
+    ///
+    /// Must run on a thread that outlives the control plane (see
+    /// [`Process::start`]).
+    pub async fn start(root: &Path) -> Result<ControlPlane, Error> {
+        let etcd_bin = assets::control_plane_binary("etcd")?;
+        let apiserver_bin = assets::control_plane_binary("kube-apiserver")?;
+        let kcm_bin = assets::control_plane_binary("kube-controller-manager")?;
+
+        let logs = mkdir(root.join("logs"))?;
+        let pki = Pki::write(&mkdir(root.join("pki"))?)?;
+        let mut cp = ControlPlane {
+            root: root.to_owned(),
+            kubeconfig: root.join("kubeconfig"),
+            processes: Vec::new(),
+        };
+
+        let (client_port, peer_port) = (free_port()?, free_port()?);
+        let etcd_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let etcd_args = vec![
+            "--name=testenv".to_owned(),
+            format!("--data-dir={}", root.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=testenv={peer_url}"),
+            // Durability is worthless for a throwaway cluster; speed is not.
+            "--unsafe-no-fsync=true".to_owned(),
+            "--log-level=warn".to_owned(),
+        ];
+        cp.processes
+            .push(Process::start("etcd", &etcd_bin, &etcd_args, &logs)?);
+
+        let secure_port = free_port()?;
+        let server = format!("https://127.0.0.1:{secure_port}");
+        let apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--secure-port={secure_port}"),
+            format!("--cert-dir={}", mkdir(root.join("apiserver"))?.display()),
+            format!("--tls-cert-file={}", pki.serving_cert.display()),
+            format!("--tls-private-key-file={}", pki.serving_key.display()),
+            format!("--client-ca-file={}", pki.ca_cert.display()),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+            format!(
+                "--service-account-key-file={}",
+                pki.service_account_pub.display()
+            ),
+            format!(
+                "--service-account-signing-key-file={}",
+                pki.service_account_key.display()
+            ),
+            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            "--authorization-mode=RBAC".to_owned(),
+            "--allow-privileged=true".to_owned(),
+            // A loopback address cannot be an endpoint of the kubernetes Service.
+            "--endpoint-reconciler-type=none".to_owned(),
+            "--enable-priority-and-fairness=false".to_owned(),
+        ];
+        cp.processes.push(Process::start(
+            "kube-apiserver",
+            &apiserver_bin,
+            &apiserver_args,
+            &logs,
+        )?);
+
+        std::fs::write(&cp.kubeconfig, kubeconfig_yaml(&server, &pki))
+            .map_err(|e| Error::io("writing the kubeconfig", e))?;
+        let client = kube::Client::try_from(config_from(&cp.kubeconfig).await?)?;
+        cp.wait_ready(&client).await?;
+
+        let kcm_args = vec![
+            format!("--kubeconfig={}", cp.kubeconfig.display()),
+            format!("--controllers={}", CONTROLLERS.join(",")),
+            format!(
+                "--service-account-private-key-file={}",
+                pki.service_account_key.display()
+            ),
+            format!("--root-ca-file={}", pki.ca_cert.display()),
+            "--leader-elect=false".to_owned(),
+            // No serving endpoint: nothing scrapes it, and it needs no port.
+            "--secure-port=0".to_owned(),
+        ];
+        cp.processes.push(Process::start(
+            "kube-controller-manager",
+            &kcm_bin,
+            &kcm_args,
+            &logs,
+        )?);
+        cp.wait_controllers(&client).await?;
+        Ok(cp)
+    }
+
+    fn check_running(&mut self, waiting_for: &str) -> Result<(), Error> {
+        for p in &mut self.processes {
+            if let Some(status) = p.exited() {
+                return Err(Error::NotReady {
+                    what: format!("{waiting_for}: {} exited with {status}", p.name),
+                    logs: p.log_tail(40),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn wait_ready(&mut self, client: &kube::Client) -> Result<(), Error> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            self.check_running("kube-apiserver readiness")?;
+            let req = http::Request::get("/readyz")
+                .body(Vec::new())
+                .expect("static request");
+            match client.request_text(req).await {
+                Ok(body) if body.trim() == "ok" => return Ok(()),
+                _ if Instant::now() > deadline => {
+                    return Err(Error::NotReady {
+                        what: format!("kube-apiserver not ready after {START_TIMEOUT:?}"),
+                        logs: self.processes[1].log_tail(40),
+                    });
+                }
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    /// The service-account controller creating `default/default` shows the
+    /// controller manager is connected and running its controllers.
+    async fn wait_controllers(&mut self, client: &kube::Client) -> Result<(), Error> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+        loop {
+            self.check_running("kube-controller-manager start")?;
+            if let Ok(Some(_)) = sas.get_opt("default").await {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(Error::NotReady {
+                    what: format!(
+                        "kube-controller-manager made no default ServiceAccount after {START_TIMEOUT:?}"
+                    ),
+                    logs: self.processes[2].log_tail(40),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Stops the processes in reverse order of start.
+    pub fn stop(&mut self) {
+        for p in self.processes.iter_mut().rev() {
+            p.stop(STOP_GRACE);
+        }
+    }
+
+    /// The last lines of every process's log, for a failing test.
+    pub fn logs(&self, lines: usize) -> String {
+        self.processes
+            .iter()
+            .map(|p| {
+                format!(
+                    "----- {} ({}) -----\n{}\n",
+                    p.name,
+                    p.log.display(),
+                    p.log_tail(lines)
+                )
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,340 @@
+//! Test harness: one real control plane per test binary (etcd,
+//! kube-apiserver, kube-controller-manager) with this project's and Cluster
+//! API's CRDs installed, and a namespace per test.
+//!
+//! ```no_run
+//! # async fn t() {
+//! let env = captf_testenv::TestEnv::get().await;
+//! let ns = env.namespace().await;
+//! let client = ns.client();
+//! # }
+//! ```
+//!
+//! With `USE_EXISTING_CLUSTER=true` the harness uses the cluster of
+//! `KUBECONFIG` instead of starting one.
+//!
+//! The control plane is started by a dedicated thread that lives as long as
+//! the test process: its children are killed if the test process dies, and
+//! stopped gracefully (and their folder removed) when it exits normally.
+
+pub mod assets;
+pub mod control_plane;
+pub mod crds;
+pub mod pki;
+pub mod process;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+
+use control_plane::ControlPlane;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Asset(#[from] assets::AssetError),
+    #[error(transparent)]
+    Pki(#[from] pki::PkiError),
+    #[error(transparent)]
+    Process(#[from] process::ProcessError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("CRD file {file}: {message}")]
+    Crd { file: PathBuf, message: String },
+    #[error("{what}\n{logs}")]
+    NotReady { what: String, logs: String },
+}
+
+impl Error {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// Where the cluster under test comes from.
+#[derive(Debug)]
+enum Cluster {
+    /// Started by this harness; the control plane is shared with the exit hook.
+    Local {
+        kubeconfig: PathBuf,
+        logs: Vec<(String, PathBuf)>,
+        pids: Vec<u32>,
+    },
+    /// `USE_EXISTING_CLUSTER=true`: the cluster of `KUBECONFIG`.
+    Existing,
+}
+
+/// The cluster of this test binary.
+#[derive(Debug)]
+pub struct TestEnv {
+    config: kube::Config,
+    cluster: Cluster,
+}
+
+static ENV: OnceLock<Result<TestEnv, String>> = OnceLock::new();
+/// The running control plane, for the exit hook.
+static RUNNING: Mutex<Option<ControlPlane>> = Mutex::new(None);
+
+fn use_existing_cluster() -> bool {
+    std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+impl TestEnv {
+    /// The shared environment, started on first use. Panics with the reason
+    /// (missing asset, a process that failed, its log) when it cannot start:
+    /// a test never runs without its cluster.
+    pub async fn get() -> &'static TestEnv {
+        let env = tokio::task::spawn_blocking(|| ENV.get_or_init(start))
+            .await
+            .expect("starting the test environment panicked");
+        match env {
+            Ok(env) => env,
+            Err(e) => panic!("test environment unavailable: {e}"),
+        }
+    }
+
+    /// A new client. Each test gets its own: a client is bound to the runtime
+    /// it was made on, and every `#[tokio::test]` has its own runtime.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config.clone()).expect("client from a valid config")
+    }
+
+    pub fn config(&self) -> &kube::Config {
+        &self.config
+    }
+
+    /// The admin kubeconfig of a local control plane.
+    pub fn kubeconfig(&self) -> Option<&Path> {
+        match &self.cluster {
+            Cluster::Local { kubeconfig, .. } => Some(kubeconfig),
+            Cluster::Existing => None,
+        }
+    }
+
+    /// Process ids of etcd, kube-apiserver and kube-controller-manager (empty
+    /// for an existing cluster).
+    pub fn pids(&self) -> &[u32] {
+        match &self.cluster {
+            Cluster::Local { pids, .. } => pids,
+            Cluster::Existing => &[],
+        }
+    }
+
+    /// The last `lines` lines of each control-plane log (empty for an
+    /// existing cluster).
+    pub fn logs(&self, lines: usize) -> String {
+        match &self.cluster {
+            Cluster::Local { logs, .. } => logs
+                .iter()
+                .map(|(name, path)| {
+                    format!(
+                        "----- {name} ({}) -----\n{}\n",
+                        path.display(),
+                        process::tail(path, lines)
+                    )
+                })
+                .collect(),
+            Cluster::Existing => String::new(),
+        }
+    }
+
+    /// A fresh namespace for one test, deleted when the guard drops. If the
+    /// test is failing (panicking) at that point, the control plane's logs
+    /// are printed with the failure.
+    pub async fn namespace(&'static self) -> TestNamespace {
+        let client = self.client();
+        let api: Api<Namespace> = Api::all(client.clone());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                generate_name: Some("captf-test-".to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let created = api
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("creating the test namespace");
+        TestNamespace {
+            name: created
+                .metadata
+                .name
+                .expect("apiserver names the namespace"),
+            client,
+            env: self,
+        }
+    }
+}
+
+/// A namespace that belongs to one test.
+pub struct TestNamespace {
+    name: String,
+    client: kube::Client,
+    env: &'static TestEnv,
+}
+
+impl TestNamespace {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// A namespaced API for this test's namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "test in namespace {} failed; control plane logs:\n{}",
+                self.name,
+                self.env.logs(60)
+            );
+        }
+        // Deletion needs a runtime, and Drop may run inside one: use a thread.
+        let name = self.name.clone();
+        let config = self.env.config.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for namespace cleanup");
+            rt.block_on(async move {
+                if let Ok(client) = kube::Client::try_from(config) {
+                    let api: Api<Namespace> = Api::all(client);
+                    let _ = api.delete(&name, &DeleteParams::background()).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Starts (or connects to) the cluster and installs the CRDs. Runs once.
+fn start() -> Result<TestEnv, String> {
+    if use_existing_cluster() {
+        return start_existing().map_err(|e| e.to_string());
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The thread that starts the processes must outlive them (they die with
+    // it), so it parks for the rest of the test process.
+    std::thread::Builder::new()
+        .name("captf-testenv".to_owned())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the control plane");
+            let result = rt.block_on(start_local());
+            let _ = tx.send(result.map_err(|e| e.to_string()));
+            loop {
+                std::thread::park();
+            }
+        })
+        .map_err(|e| format!("spawning the control-plane thread: {e}"))?;
+    rx.recv()
+        .map_err(|_| "the control-plane thread ended without a result".to_owned())?
+}
+
+async fn start_local() -> Result<TestEnv, Error> {
+    let root = tempfile::Builder::new()
+        .prefix("captf-testenv-")
+        .tempdir()
+        .map_err(|e| Error::io("creating the control-plane folder", e))?
+        .keep();
+    register_exit_hook();
+    let started = ControlPlane::start(&root).await;
+    let cp = match started {
+        Ok(cp) => cp,
+        Err(e) => {
+            // The processes that did start were stopped when dropped.
+            let _ = std::fs::remove_dir_all(&root);
+            return Err(e);
+        }
+    };
+    let kubeconfig = cp.kubeconfig.clone();
+    let logs = cp
+        .processes
+        .iter()
+        .map(|p| (p.name.clone(), p.log.clone()))
+        .collect();
+    let pids = cp.processes.iter().map(|p| p.pid()).collect();
+    *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = Some(cp);
+    let config = control_plane::config_from(&kubeconfig).await?;
+    install_crds(&config).await?;
+    Ok(TestEnv {
+        config,
+        cluster: Cluster::Local {
+            kubeconfig,
+            logs,
+            pids,
+        },
+    })
+}
+
+fn start_existing() -> Result<TestEnv, Error> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("building a runtime", e))?;
+    rt.block_on(async {
+        let config = kube::Config::infer()
+            .await
+            .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+        install_crds(&config).await?;
+        Ok(TestEnv {
+            config,
+            cluster: Cluster::Existing,
+        })
+    })
+}
+
+async fn install_crds(config: &kube::Config) -> Result<(), Error> {
+    let client = kube::Client::try_from(config.clone())?;
+    let mut all = crds::read_dir(&assets::capi_crds()?)?;
+    all.extend(crds::read_dir(&assets::project_crds())?);
+    crds::install(&client, &all).await
+}
+
+fn register_exit_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        #[allow(unsafe_code)]
+        // SAFETY: registers a plain extern "C" function with no captured state.
+        unsafe {
+            libc::atexit(stop_at_exit);
+        }
+    });
+}
+
+/// Runs when the test process exits: stop the control plane gracefully and
+/// remove its folder.
+extern "C" fn stop_at_exit() {
+    let running = RUNNING.lock().ok().and_then(|mut r| r.take());
+    if let Some(mut cp) = running {
+        cp.stop();
+        let _ = std::fs::remove_dir_all(&cp.root);
+    }
+}

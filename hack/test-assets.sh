@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Builds the test assets from the Go module proxy into a cache keyed by version:
+#   kube-apiserver, kube-controller-manager, etcd  -> $CACHE/kubernetes-v<k8s>/
+#   tofu (OpenTofu)                                -> $CACHE/opentofu-v<tofu>/
+#   Cluster API CRDs                               -> $CACHE/cluster-api-v<capi>/crd/
+# Does nothing for an asset that is already there. Honours KUBEBUILDER_ASSETS
+# (a folder with kube-apiserver and etcd; kube-controller-manager is taken from
+# it too when present) and TOFU (a tofu binary) when a user has binaries.
+# Prints the resolved locations as shell assignments on stdout.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/versions.env
+. "$here/versions.env"
+
+cache=${CAPTF_ASSETS_CACHE:-$HOME/.cache/captf-test-assets}
+k8s_dir=$cache/kubernetes-v$KUBERNETES_VERSION
+tofu_dir=$cache/opentofu-v$OPENTOFU_VERSION
+capi_dir=$cache/cluster-api-v$CLUSTER_API_VERSION
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+log() { printf '[test-assets] %s\n' "$*" >&2; }
+die() { printf '[test-assets] error: %s\n' "$*" >&2; exit 1; }
+command -v go >/dev/null || die "go is not on PATH; the assets are built with the Go toolchain"
+
+# new_wrapper DIR: an empty Go module used to build someone else's main packages
+# with our own replace directives (replace in a dependency's go.mod is ignored).
+new_wrapper() {
+  mkdir -p "$1"
+  printf 'module captf.local/testassets\n\ngo 1.26\n' >"$1/go.mod"
+}
+
+build_kubernetes() {
+  local v=$KUBERNETES_VERSION minor
+  minor=$(cut -d. -f2 <<<"$v")
+  local work; work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  log "building Kubernetes v$v (kube-apiserver, kube-controller-manager) and etcd v$ETCD_VERSION"
+  new_wrapper "$work"
+  (
+    cd "$work"
+    # The staging modules are required at v0.0.0 and replaced by paths inside
+    # the kubernetes repository; the proxy serves each as v0.<minor>.<patch>.
+    go mod download -json "k8s.io/kubernetes@v$v" >/dev/null
+    local kmod; kmod=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/v$v.mod
+    local staging
+    staging=$(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$kmod")
+    [ -n "$staging" ] || die "no staging replaces found in k8s.io/kubernetes@v$v go.mod"
+    local m edits=(-require="k8s.io/kubernetes@v$v" -require="go.etcd.io/etcd/server/v3@v$ETCD_VERSION")
+    for m in $staging; do
+      case $m in k8s.io/sample-cli-plugin|k8s.io/sample-controller) continue ;; esac
+      edits+=(-replace="$m=$m@v0.${v#1.}")
+    done
+    go mod edit "${edits[@]}"
+    go get "k8s.io/kubernetes/cmd/kube-apiserver@v$v" "k8s.io/kubernetes/cmd/kube-controller-manager@v$v" \
+      "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >&2
+    local pkg=k8s.io/component-base/version
+    local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    local ld="-s -w -X $pkg.gitVersion=v$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor \
+      -X $pkg.gitTreeState=clean -X $pkg.gitCommit=v$v -X $pkg.buildDate=$date"
+    mkdir -p out
+    go build -trimpath -ldflags "$ld" -o out/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+    go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD_VERSION" -o out/etcd go.etcd.io/etcd/server/v3
+  )
+  local v_out; v_out=$("$work/out/kube-apiserver" --version)
+  [ "$v_out" = "Kubernetes v$v" ] || die "kube-apiserver reports '$v_out', expected 'Kubernetes v$v'"
+  mkdir -p "$cache"
+  rm -rf "$k8s_dir.tmp" && mv "$work/out" "$k8s_dir.tmp" && mv "$k8s_dir.tmp" "$k8s_dir"
+}
+
+build_tofu() {
+  local v=$OPENTOFU_VERSION
+  local work; work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  log "building OpenTofu v$v"
+  new_wrapper "$work"
+  (
+    cd "$work"
+    go mod download -json "github.com/opentofu/opentofu@v$v" >/dev/null
+    local tmod; tmod=$(go env GOMODCACHE)/cache/download/github.com/opentofu/opentofu/@v/v$v.mod
+    # OpenTofu replaces hashicorp/hcl with its fork; repeat every replace here.
+    local edits=(-require="github.com/opentofu/opentofu@v$v") line
+    while read -r line; do edits+=(-replace="$line"); done < <(
+      awk '/^replace [^(]/ {sub(/^replace /,""); print} /^replace \(/ {inb=1; next} inb && /^\)/ {inb=0} inb {print}' "$tmod" |
+        awk '{ if ($2 == "=>") printf "%s=%s@%s\n", $1, $3, $4; else printf "%s@%s=%s@%s\n", $1, $2, $4, $5 }')
+    go mod edit "${edits[@]}"
+    go get "github.com/opentofu/opentofu/cmd/tofu@v$v" >&2
+    mkdir -p out
+    go build -trimpath -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o out/tofu github.com/opentofu/opentofu/cmd/tofu
+  )
+  "$work/out/tofu" version | head -n1 | grep -qx "OpenTofu v$v" || die "tofu reports '$("$work/out/tofu" version | head -n1)'"
+  mkdir -p "$cache"
+  rm -rf "$tofu_dir.tmp" && mv "$work/out" "$tofu_dir.tmp" && mv "$tofu_dir.tmp" "$tofu_dir"
+}
+
+fetch_capi_crds() {
+  local v=$CLUSTER_API_VERSION dir
+  log "fetching Cluster API v$v CRDs"
+  dir=$(go mod download -json "sigs.k8s.io/cluster-api@v$v" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  # The generated CRDs moved from config/ to core/config/ in v1.14.
+  local bases=
+  for bases in "$dir/core/config/crd/bases" "$dir/config/crd/bases"; do
+    [ -d "$bases" ] && break
+  done
+  [ -d "$bases" ] || die "sigs.k8s.io/cluster-api@v$v has no (core/)config/crd/bases"
+  rm -rf "$capi_dir.tmp" && mkdir -p "$capi_dir.tmp/crd"
+  cp "$bases"/*.yaml "$capi_dir.tmp/crd/"
+  chmod -R u+w "$capi_dir.tmp"
+  rm -rf "$capi_dir" && mv "$capi_dir.tmp" "$capi_dir"
+}
+
+if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
+  kube_assets=$KUBEBUILDER_ASSETS
+  for b in kube-apiserver etcd; do
+    [ -x "$kube_assets/$b" ] || die "KUBEBUILDER_ASSETS=$kube_assets has no executable $b"
+  done
+else
+  kube_assets=$k8s_dir
+  for b in kube-apiserver kube-controller-manager etcd; do
+    [ -x "$k8s_dir/$b" ] || { build_kubernetes; break; }
+  done
+fi
+
+if [ -n "${TOFU:-}" ]; then
+  [ -x "$TOFU" ] || die "TOFU=$TOFU is not an executable"
+  tofu=$TOFU
+else
+  tofu=$tofu_dir/tofu
+  [ -x "$tofu" ] || build_tofu
+fi
+
+ls "$capi_dir"/crd/*.yaml >/dev/null 2>&1 || fetch_capi_crds
+
+printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd"
