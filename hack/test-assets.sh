@@ -4,8 +4,9 @@
 #   tofu (OpenTofu)                                -> $CACHE/opentofu-v<tofu>/
 #   Cluster API CRDs                               -> $CACHE/cluster-api-v<capi>/crd/
 # Does nothing for an asset that is already there. Honours KUBEBUILDER_ASSETS
-# (a folder with kube-apiserver and etcd; kube-controller-manager is taken from
-# it too when present) and TOFU (a tofu binary) when a user has binaries.
+# (a folder with kube-apiserver and etcd, the envtest convention, plus the
+# kube-controller-manager the test clusters run) and TOFU (a tofu binary) when
+# a user has binaries; those are checked, never built.
 # Prints the resolved locations as shell assignments on stdout.
 set -euo pipefail
 
@@ -111,7 +112,7 @@ fetch_capi_crds() {
 
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   kube_assets=$KUBEBUILDER_ASSETS
-  for b in kube-apiserver etcd; do
+  for b in kube-apiserver etcd kube-controller-manager; do
     [ -x "$kube_assets/$b" ] || die "KUBEBUILDER_ASSETS=$kube_assets has no executable $b"
   done
 else

@@ -84,3 +84,21 @@ fn a_killed_harness_takes_its_processes_with_it() {
     // No exit hook runs on SIGKILL; the folder is all that remains.
     let _ = std::fs::remove_dir_all(s.kubeconfig.parent().unwrap());
 }
+
+#[test]
+fn a_missing_asset_fails_loudly_with_the_way_to_get_it() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_captf-testenv"))
+        .env("KUBEBUILDER_ASSETS", empty.path())
+        .env_remove("USE_EXISTING_CLUSTER")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("test asset etcd not found")
+            && stderr.contains("hack/test-assets.sh")
+            && stderr.contains("KUBEBUILDER_ASSETS"),
+        "{stderr}"
+    );
+}
