@@ -20,6 +20,7 @@
 pub mod assets;
 pub mod control_plane;
 pub mod crds;
+pub mod executor;
 pub mod pki;
 pub mod process;
 
@@ -148,6 +149,44 @@ impl TestEnv {
                 .collect(),
             Cluster::Existing => String::new(),
         }
+    }
+
+    /// The local Job executor of this test binary, started on first use. It
+    /// runs the pods of CAPTF Jobs (`captf.io/managed=true`); register the
+    /// images they use with [`executor::ImageMap::insert`].
+    pub fn executor(&'static self) -> &'static executor::ImageMap {
+        static EXECUTOR: OnceLock<executor::ImageMap> = OnceLock::new();
+        EXECUTOR.get_or_init(|| {
+            let images = executor::ImageMap::default();
+            let url = self.config.cluster_url.clone();
+            let node = executor::Node {
+                name: executor::NODE_NAME.to_owned(),
+                api_host: url.host().unwrap_or("127.0.0.1").to_owned(),
+                api_port: url.port_u16().unwrap_or(443),
+                work_dir: std::env::temp_dir()
+                    .join(format!("captf-executor-{}", std::process::id())),
+            };
+            let (config, map) = (self.config.clone(), images.clone());
+            std::thread::Builder::new()
+                .name("captf-local-executor".to_owned())
+                .spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("a runtime for the local executor");
+                    rt.block_on(async move {
+                        let client =
+                            kube::Client::try_from(config).expect("client from a valid config");
+                        if let Err(e) =
+                            executor::run(client, map, node, executor::DEFAULT_SELECTOR).await
+                        {
+                            eprintln!("[local-executor] stopped: {e}");
+                        }
+                    });
+                })
+                .expect("spawning the local executor thread");
+            images
+        })
     }
 
     /// A fresh namespace for one test, deleted when the guard drops. If the

@@ -1,0 +1,134 @@
+//! The executor's images: a map from image reference to a folder laid out
+//! like the image's filesystem, and the copy of that folder each container
+//! runs in.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+/// One local "image".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalImage {
+    /// Folder holding the image's files, e.g. `captf/module/main.tf`.
+    pub root: PathBuf,
+    /// `sha256:<hex>`, reported in the pod status as a runtime would.
+    pub digest: String,
+}
+
+/// Image references the executor can "pull". Shared: tests register images
+/// while the executor runs.
+#[derive(Debug, Clone, Default)]
+pub struct ImageMap(Arc<RwLock<HashMap<String, LocalImage>>>);
+
+impl ImageMap {
+    pub fn insert(&self, reference: impl Into<String>, image: LocalImage) {
+        self.0
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(reference.into(), image);
+    }
+
+    pub fn get(&self, reference: &str) -> Option<LocalImage> {
+        self.0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(reference)
+            .cloned()
+    }
+}
+
+/// The repository part of a reference: without its tag or digest.
+pub fn repository(reference: &str) -> &str {
+    let without_digest = reference.split('@').next().unwrap_or(reference);
+    // A colon after the last slash starts a tag; one before it is a port.
+    match without_digest.rfind(':') {
+        Some(i) if !without_digest[i..].contains('/') => &without_digest[..i],
+        _ => without_digest,
+    }
+}
+
+/// The `imageID` a runtime reports: the repository joined to the digest.
+pub fn image_id(reference: &str, digest: &str) -> String {
+    format!("{}@{digest}", repository(reference))
+}
+
+/// Copies `src` into `dst` as hard links (copies across file systems).
+/// Relative symlinks stay symlinks; a symlink pointing outside the image
+/// (an absolute path on the host) is replaced by what it points to, since
+/// the host path will not exist inside the container.
+pub fn materialize(src: &Path, dst: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let from = entry.path();
+        let to = dst.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            let target = std::fs::read_link(&from)?;
+            if target.is_absolute() {
+                link_or_copy(&std::fs::canonicalize(&from)?, &to)?;
+            } else {
+                std::os::unix::fs::symlink(target, &to)?;
+            }
+        } else if kind.is_dir() {
+            materialize(&from, &to)?;
+        } else {
+            link_or_copy(&from, &to)?;
+        }
+    }
+    Ok(())
+}
+
+fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    if from.is_dir() {
+        return materialize(from, to);
+    }
+    std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_drops_tag_and_digest_but_keeps_ports() {
+        let cases = [
+            ("ghcr.io/captf/noop:v1", "ghcr.io/captf/noop"),
+            ("ghcr.io/captf/noop@sha256:ab", "ghcr.io/captf/noop"),
+            ("ghcr.io/captf/noop:v1@sha256:ab", "ghcr.io/captf/noop"),
+            ("localhost:5000/noop", "localhost:5000/noop"),
+            ("localhost:5000/noop:v2", "localhost:5000/noop"),
+            ("noop", "noop"),
+        ];
+        for (reference, want) in cases {
+            assert_eq!(repository(reference), want, "{reference}");
+        }
+        assert_eq!(image_id("r.io/a:v1", "sha256:00"), "r.io/a@sha256:00");
+    }
+
+    #[test]
+    fn materialize_links_files_and_resolves_outside_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("tofu");
+        std::fs::write(&outside, "binary").unwrap();
+        let src = tmp.path().join("image");
+        std::fs::create_dir_all(src.join("captf/module")).unwrap();
+        std::fs::write(src.join("captf/module/main.tf"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, src.join("captf/runtime")).unwrap();
+        std::os::unix::fs::symlink("module/main.tf", src.join("captf/rel")).unwrap();
+
+        let dst = tmp.path().join("rootfs");
+        materialize(&src, &dst).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dst.join("captf/module/main.tf")).unwrap(),
+            "x"
+        );
+        let runtime = dst.join("captf/runtime");
+        assert!(!runtime.symlink_metadata().unwrap().is_symlink());
+        assert_eq!(std::fs::read_to_string(&runtime).unwrap(), "binary");
+        assert_eq!(
+            std::fs::read_link(dst.join("captf/rel")).unwrap(),
+            PathBuf::from("module/main.tf")
+        );
+    }
+}
