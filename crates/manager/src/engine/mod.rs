@@ -1,0 +1,5 @@
+//! The reconcile engine shared by every Job-running kind. Its decisions are
+//! pure functions over plain data; the reconcilers do the I/O around them.
+
+pub mod backoff;
+pub mod decide;
