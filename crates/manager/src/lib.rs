@@ -2,3 +2,5 @@
 //! the webhooks and the manager binary.
 
 pub mod engine;
+pub mod names;
+pub mod state;

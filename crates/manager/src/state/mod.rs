@@ -1,0 +1,3 @@
+//! Terraform state as the `kubernetes` backend stores it.
+
+pub mod reader;

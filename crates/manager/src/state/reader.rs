@@ -1,0 +1,377 @@
+//! Reading Terraform state from the Secrets the `kubernetes` backend writes:
+//! the base Secret and its `-part-N` chunks, gzip-compressed state JSON under
+//! `tfstate`. Pure over the Secrets' names and bytes; the caller lists them.
+//! Only what the controller needs is parsed, and outputs are never logged.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use flate2::read::GzDecoder;
+use serde::Deserialize;
+
+/// More Secrets than this is not a state the backend wrote.
+pub const MAX_CHUNKS: usize = 32;
+/// Decompressed size cap (a gzip bomb guard).
+pub const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// One state Secret as listed by the backend's labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateSecret {
+    pub name: String,
+    /// The `tfstate` data key.
+    pub tfstate: Option<Vec<u8>>,
+    /// `captf.io/inputs-hash` (set on the base Secret after an apply).
+    pub inputs_hash: Option<String>,
+}
+
+/// A root module output as stored in state.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct StateOutput {
+    pub value: serde_json::Value,
+    #[serde(rename = "type", default)]
+    pub type_: serde_json::Value,
+    #[serde(default)]
+    pub sensitive: bool,
+}
+
+/// What the controller reads from a state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateSummary {
+    pub serial: u64,
+    pub lineage: String,
+    pub runtime_version: String,
+    pub outputs: BTreeMap<String, StateOutput>,
+    /// Managed resources (one per resource block, whatever its instances).
+    pub managed_resources: usize,
+    pub compressed_bytes: usize,
+    pub inputs_hash: Option<String>,
+}
+
+/// Why a state cannot be used. Messages never include state content.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    #[error("no state Secret exists")]
+    NotFound,
+    #[error("state Secrets are inconsistent: {0}")]
+    Inconsistent(String),
+    #[error("state is corrupt: {0}")]
+    Corrupt(String),
+    #[error(
+        "state is encrypted by OpenTofu client-side encryption, which the controller cannot read"
+    )]
+    Encrypted,
+    #[error("state format version {0} is not supported (expected 4)")]
+    UnsupportedVersion(String),
+}
+
+impl StateError {
+    /// The `StateReadable` reason (`NotFound` is `StateNotFound` or
+    /// `StateLost` depending on whether the object ever applied).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StateError::NotFound => "StateNotFound",
+            StateError::Inconsistent(_) => "StateInconsistent",
+            StateError::Corrupt(_) | StateError::UnsupportedVersion(_) => "StateCorrupt",
+            StateError::Encrypted => "StateEncrypted",
+        }
+    }
+}
+
+/// The chunk index of `name`: 0 for the base Secret, N for `-part-N`.
+fn chunk_index(base: &str, name: &str) -> Option<usize> {
+    if name == base {
+        return Some(0);
+    }
+    let n = name.strip_prefix(base)?.strip_prefix("-part-")?;
+    if n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok().filter(|n| *n >= 1)
+}
+
+#[derive(Deserialize)]
+struct RawState {
+    version: Option<serde_json::Value>,
+    #[serde(default)]
+    serial: u64,
+    #[serde(default)]
+    lineage: String,
+    #[serde(default)]
+    terraform_version: String,
+    #[serde(default)]
+    outputs: BTreeMap<String, StateOutput>,
+    #[serde(default)]
+    resources: Vec<RawResource>,
+}
+
+#[derive(Deserialize)]
+struct RawResource {
+    #[serde(default)]
+    mode: String,
+}
+
+/// Reads the state stored under `base_name` from `secrets`.
+pub fn read(base_name: &str, secrets: &[StateSecret]) -> Result<StateSummary, StateError> {
+    if secrets.is_empty() {
+        return Err(StateError::NotFound);
+    }
+    if secrets.len() > MAX_CHUNKS {
+        return Err(StateError::Corrupt(format!(
+            "{} Secrets, more than the {MAX_CHUNKS} a state may span",
+            secrets.len()
+        )));
+    }
+    let mut ordered: Vec<Option<&StateSecret>> = vec![None; secrets.len()];
+    for s in secrets {
+        let i = chunk_index(base_name, &s.name)
+            .ok_or_else(|| StateError::Inconsistent(format!("unexpected Secret {}", s.name)))?;
+        let slot = ordered
+            .get_mut(i)
+            .ok_or_else(|| StateError::Inconsistent(format!("chunk {} leaves a gap", s.name)))?;
+        if slot.replace(s).is_some() {
+            return Err(StateError::Inconsistent(format!(
+                "duplicate chunk {}",
+                s.name
+            )));
+        }
+    }
+    let mut compressed = Vec::new();
+    for (i, s) in ordered.iter().enumerate() {
+        let s = s.ok_or_else(|| StateError::Inconsistent(format!("chunk {i} is missing")))?;
+        let data = s.tfstate.as_ref().ok_or_else(|| {
+            StateError::Inconsistent(format!("Secret {} has no tfstate key", s.name))
+        })?;
+        compressed.extend_from_slice(data);
+    }
+
+    // A single gzip member: a stale trailing chunk left by a failed shrink
+    // is ignored, as the runtimes do.
+    let mut json = Vec::new();
+    GzDecoder::new(compressed.as_slice())
+        .take(MAX_STATE_BYTES + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| StateError::Corrupt(format!("decompressing: {e}")))?;
+    if json.len() as u64 > MAX_STATE_BYTES {
+        return Err(StateError::Corrupt(format!(
+            "decompressed state exceeds {} MiB",
+            MAX_STATE_BYTES / (1024 * 1024)
+        )));
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&json)
+        .map_err(|e| StateError::Corrupt(format!("not JSON: {}", e.classify_name())))?;
+    if doc.get("encryption_version").is_some() {
+        return Err(StateError::Encrypted);
+    }
+    let raw: RawState = serde_json::from_value(doc).map_err(|_| {
+        StateError::Corrupt("the state document has an unexpected shape".to_owned())
+    })?;
+    match raw.version.as_ref().and_then(|v| v.as_u64()) {
+        Some(4) => {}
+        _ => {
+            let v = raw
+                .version
+                .map_or_else(|| "missing".to_owned(), |v| v.to_string());
+            return Err(StateError::UnsupportedVersion(v));
+        }
+    }
+    Ok(StateSummary {
+        serial: raw.serial,
+        lineage: raw.lineage,
+        runtime_version: raw.terraform_version,
+        outputs: raw.outputs,
+        managed_resources: raw.resources.iter().filter(|r| r.mode == "managed").count(),
+        compressed_bytes: compressed.len(),
+        inputs_hash: ordered[0].and_then(|s| s.inputs_hash.clone()),
+    })
+}
+
+trait ClassifyName {
+    fn classify_name(&self) -> &'static str;
+}
+
+impl ClassifyName for serde_json::Error {
+    fn classify_name(&self) -> &'static str {
+        match self.classify() {
+            serde_json::error::Category::Io => "I/O error",
+            serde_json::error::Category::Syntax => "syntax error",
+            serde_json::error::Category::Data => "unexpected data",
+            serde_json::error::Category::Eof => "truncated",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+    use serde_json::json;
+
+    use super::*;
+
+    const BASE: &str = "tfstate-default-0123456789abcdef-c";
+
+    fn gz(doc: &serde_json::Value) -> Vec<u8> {
+        let mut e = GzEncoder::new(Vec::new(), Compression::default());
+        e.write_all(doc.to_string().as_bytes()).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn state() -> serde_json::Value {
+        json!({
+            "version": 4, "serial": 7, "lineage": "l-1", "terraform_version": "1.10.10",
+            "outputs": {"endpoint": {"value": {"host": "h", "port": 6443}, "type": ["object", {}], "sensitive": true}},
+            "resources": [
+                {"mode": "managed", "type": "terraform_data", "name": "a", "instances": [{}, {}]},
+                {"mode": "data", "type": "x", "name": "b", "instances": []},
+                {"mode": "managed", "type": "terraform_data", "name": "c", "instances": []}
+            ]
+        })
+    }
+
+    fn secret(name: &str, data: &[u8]) -> StateSecret {
+        StateSecret {
+            name: name.into(),
+            tfstate: Some(data.to_vec()),
+            inputs_hash: None,
+        }
+    }
+
+    /// The compressed state cut into `n` chunks, base first.
+    fn chunked(doc: &serde_json::Value, n: usize) -> Vec<StateSecret> {
+        let bytes = gz(doc);
+        let size = bytes.len().div_ceil(n);
+        bytes
+            .chunks(size)
+            .enumerate()
+            .map(|(i, c)| {
+                let name = if i == 0 {
+                    BASE.to_owned()
+                } else {
+                    format!("{BASE}-part-{i}")
+                };
+                secret(&name, c)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reads_a_single_secret_state() {
+        let mut secrets = chunked(&state(), 1);
+        secrets[0].inputs_hash = Some("h2:abc".into());
+        let s = read(BASE, &secrets).unwrap();
+        assert_eq!(
+            (s.serial, s.lineage.as_str(), s.runtime_version.as_str()),
+            (7, "l-1", "1.10.10")
+        );
+        assert_eq!(s.managed_resources, 2);
+        assert_eq!(s.inputs_hash.as_deref(), Some("h2:abc"));
+        assert_eq!(
+            s.outputs["endpoint"].value,
+            json!({"host": "h", "port": 6443})
+        );
+        assert!(s.outputs["endpoint"].sensitive);
+        assert_eq!(s.compressed_bytes, gz(&state()).len());
+    }
+
+    #[test]
+    fn reassembles_chunks_in_any_listing_order() {
+        let mut secrets = chunked(&state(), 3);
+        secrets.reverse();
+        assert_eq!(read(BASE, &secrets).unwrap().serial, 7);
+    }
+
+    #[test]
+    fn ignores_a_stale_trailing_chunk_after_a_shrink() {
+        let mut secrets = chunked(&state(), 1);
+        secrets.push(secret(
+            &format!("{BASE}-part-1"),
+            &gz(&json!({"version": 4, "serial": 1}))[5..],
+        ));
+        assert_eq!(read(BASE, &secrets).unwrap().serial, 7);
+    }
+
+    #[test]
+    fn classifies_every_unreadable_state() {
+        let good = chunked(&state(), 2);
+        let mut gap = good.clone();
+        gap[1].name = format!("{BASE}-part-2");
+        let mut dup = good.clone();
+        dup.push(good[1].clone());
+        let mut padded = good.clone();
+        padded[1].name = format!("{BASE}-part-01");
+        let mut foreign = good.clone();
+        foreign[1].name = "tfstate-default-other-c".into();
+        let mut no_key = good.clone();
+        no_key[0].tfstate = None;
+        let too_many: Vec<StateSecret> = (0..33)
+            .map(|i| {
+                secret(
+                    &if i == 0 {
+                        BASE.to_owned()
+                    } else {
+                        format!("{BASE}-part-{i}")
+                    },
+                    b"x",
+                )
+            })
+            .collect();
+        let encrypted = vec![secret(
+            BASE,
+            &gz(&json!({"encryption_version": "v0", "meta": {}})),
+        )];
+        let v3 = vec![secret(BASE, &gz(&json!({"version": 3, "serial": 1})))];
+        let no_version = vec![secret(BASE, &gz(&json!({"serial": 1})))];
+        let not_gzip = vec![secret(BASE, b"{\"version\":4}")];
+        let not_json = vec![secret(BASE, &{
+            let mut e = GzEncoder::new(Vec::new(), Compression::default());
+            e.write_all(b"{oops").unwrap();
+            e.finish().unwrap()
+        })];
+
+        let cases: Vec<(&str, Vec<StateSecret>, &str)> = vec![
+            ("none", vec![], "StateNotFound"),
+            ("gap", gap, "StateInconsistent"),
+            ("duplicate", dup, "StateInconsistent"),
+            ("zero-padded part", padded, "StateInconsistent"),
+            ("foreign name", foreign, "StateInconsistent"),
+            ("missing key", no_key, "StateInconsistent"),
+            ("too many chunks", too_many, "StateCorrupt"),
+            ("encrypted", encrypted, "StateEncrypted"),
+            ("version 3", v3, "StateCorrupt"),
+            ("no version", no_version, "StateCorrupt"),
+            ("not gzip", not_gzip, "StateCorrupt"),
+            ("not JSON", not_json, "StateCorrupt"),
+        ];
+        for (name, secrets, reason) in cases {
+            let err = read(BASE, &secrets).unwrap_err();
+            assert_eq!(err.reason(), reason, "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_corrupt_not_a_memory_blowup() {
+        let mut e = GzEncoder::new(Vec::new(), Compression::best());
+        let zeros = vec![b' '; 1024 * 1024];
+        e.write_all(b"{\"version\":4,\"x\":\"").unwrap();
+        for _ in 0..65 {
+            e.write_all(&zeros).unwrap();
+        }
+        e.write_all(b"\"}").unwrap();
+        let bomb = e.finish().unwrap();
+        assert!(bomb.len() < 1024 * 1024);
+        let err = read(BASE, &[secret(BASE, &bomb)]).unwrap_err();
+        assert_eq!(
+            err,
+            StateError::Corrupt("decompressed state exceeds 64 MiB".into())
+        );
+    }
+
+    #[test]
+    fn errors_never_carry_state_content() {
+        let doc = json!({"version": 4, "outputs": {"password": "hunter2-secret"}});
+        let err = read(BASE, &[secret(BASE, &gz(&doc))]).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+}
