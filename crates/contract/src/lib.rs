@@ -1,6 +1,31 @@
 //! The module contract between CAPTF and Terraform/OpenTofu modules: the roles
 //! a module can play and, per role, its inputs and outputs. This crate never
 //! depends on Kubernetes crates.
+//!
+//! - [`inputs`]: typed inputs per role; [`variables`]: user variables;
+//! - [`render`]: the generated root module and its values;
+//! - [`canonical`] and [`hash`]: canonical JSON and the versioned hashes;
+//! - [`outputs`] and [`health`]: decoding outputs and the conditions they give;
+//! - [`names`] and [`input_specs`]: reserved names and root declarations;
+//! - [`schemas`]: the JSON Schemas of every role's inputs and outputs.
+
+pub mod canonical;
+pub mod hash;
+pub mod health;
+pub mod input_specs;
+pub mod inputs;
+pub mod names;
+pub mod outputs;
+pub mod render;
+pub mod schemas;
+pub mod variables;
+
+pub use hash::{HASH_SCHEME, approval_hash, exports_hash, inputs_hash};
+pub use inputs::RoleInputs;
+pub use render::{
+    RenderError, RenderedRoot, parse_rendered_root, render_backend_root, render_root,
+};
+pub use variables::UserVariables;
 
 use std::fmt;
 use std::str::FromStr;
@@ -25,6 +50,24 @@ impl Role {
             Role::Cluster => "cluster",
             Role::Machine => "machine",
             Role::MachinePool => "machinepool",
+        }
+    }
+
+    /// The Terraform* kind that plays this role.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Role::Cluster => "TerraformCluster",
+            Role::Machine => "TerraformMachine",
+            Role::MachinePool => "TerraformMachinePool",
+        }
+    }
+
+    /// The short kind code used in Secret names (`c`, `m`, `mp`).
+    pub fn kind_short(self) -> &'static str {
+        match self {
+            Role::Cluster => "c",
+            Role::Machine => "m",
+            Role::MachinePool => "mp",
         }
     }
 }

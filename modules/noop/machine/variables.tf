@@ -1,0 +1,90 @@
+variable "captf_contract" {
+  description = "Contract version the controller speaks."
+  type        = string
+
+  validation {
+    condition     = var.captf_contract == "v1alpha1"
+    error_message = "This module implements module contract v1alpha1."
+  }
+}
+
+variable "captf_cluster" {
+  description = "The owning Cluster API Cluster."
+  type = object({
+    name      = string
+    namespace = string
+  })
+}
+
+variable "captf_object" {
+  description = "The Terraform* object this module runs for."
+  type = object({
+    kind      = string
+    name      = string
+    namespace = string
+  })
+}
+
+variable "captf_tags" {
+  description = "Tags to put on every taggable resource (recorded only: nothing here is taggable)."
+  type        = map(string)
+}
+
+variable "kubernetes_version" {
+  description = "Kubernetes version, verbatim, or null."
+  type        = string
+  default     = null
+}
+
+# Test hooks. They are ordinary user variables with defaults, so the
+# controller never sets them unless an object asks for it.
+
+variable "noop_health_state" {
+  description = "Report this health state instead of the derived one (running/healthy)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.noop_health_state == null ? true : contains(["pending", "running", "degraded", "stopped", "terminated", "unknown"], var.noop_health_state)
+    error_message = "noop_health_state must be one of pending, running, degraded, stopped, terminated, unknown."
+  }
+}
+
+variable "noop_fail_apply" {
+  description = "Make the apply fail after the resource is created (a real, partial apply failure)."
+  type        = bool
+  default     = false
+}
+
+variable "captf_cluster_outputs" {
+  description = "The cluster module's exports."
+  type        = any
+  default     = null
+}
+
+variable "machine_name" {
+  description = "Name of the owning Machine."
+  type        = string
+}
+
+variable "bootstrap_data" {
+  description = "Base64 of the bootstrap payload."
+  type        = string
+  sensitive   = true
+}
+
+variable "bootstrap_format" {
+  description = "cloud-config or ignition."
+  type        = string
+}
+
+variable "failure_domain" {
+  description = "Failure domain the instance must be placed in, or null."
+  type        = string
+  default     = null
+}
+
+variable "control_plane" {
+  description = "Whether the Machine is a control-plane machine."
+  type        = bool
+}
