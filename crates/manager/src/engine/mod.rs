@@ -3,3 +3,4 @@
 
 pub mod backoff;
 pub mod decide;
+pub mod history;
