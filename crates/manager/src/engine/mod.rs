@@ -4,3 +4,4 @@
 pub mod backoff;
 pub mod decide;
 pub mod history;
+pub mod ready;
