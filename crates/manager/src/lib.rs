@@ -2,5 +2,6 @@
 //! the webhooks and the manager binary.
 
 pub mod engine;
+pub mod jobs;
 pub mod names;
 pub mod state;

@@ -1,0 +1,3 @@
+//! Building the Jobs that run the runner.
+
+pub mod args;
