@@ -1,3 +1,4 @@
 //! Building the Jobs that run the runner.
 
 pub mod args;
+pub mod build;
