@@ -4,4 +4,5 @@
 pub mod engine;
 pub mod jobs;
 pub mod names;
+pub mod rbac;
 pub mod state;
