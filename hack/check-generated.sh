@@ -6,6 +6,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 generated=(config/crd/bases)
 # Generators are added here as the project gains generated files.
+rm -f config/crd/bases/*.yaml
+cargo run --quiet -p captf-api --bin crdgen >/dev/null
 
 if ! git diff --quiet -- "${generated[@]}" || [ -n "$(git status --porcelain -- "${generated[@]}")" ]; then
   echo "generated files differ from the commit:" >&2

@@ -6,3 +6,4 @@ pub mod jobs;
 pub mod names;
 pub mod rbac;
 pub mod state;
+pub mod webhook;

@@ -1,0 +1,187 @@
+//! The validating webhook server: HTTPS with a certificate reloaded from
+//! disk, one endpoint per kind, AdmissionReview v1 answers computed by the
+//! pure rules in `captf_api::admission`.
+
+pub mod certs;
+pub mod lookups;
+pub mod review;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use captf_api::names::webhooks::VALIDATING;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+pub use certs::{CERT_FILE, CertError, CertStore, KEY_FILE};
+
+/// Where the serving certificate is read from unless configured otherwise
+/// (the controller-runtime convention cert-manager deployments rely on).
+pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+
+/// Largest AdmissionReview accepted: two copies of the biggest object the
+/// apiserver stores, with room to spare.
+const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// A client that has not finished its TLS handshake by then is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error(transparent)]
+    Cert(#[from] CertError),
+    #[error("TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// How the server runs.
+#[derive(Clone)]
+pub struct WebhookConfig {
+    /// Folder holding `tls.crt` and `tls.key`.
+    pub cert_dir: PathBuf,
+    /// How often the certificate files are checked for changes.
+    pub reload_interval: Duration,
+    /// `system:serviceaccount:<ns>:<sa>` of the manager, when known.
+    pub manager_username: Option<String>,
+    /// For the rules that read the API (delete checks, the identity access
+    /// review). Without it only the pure rules run.
+    pub client: Option<kube::Client>,
+}
+
+/// The manager's own username, from the downward-API environment.
+pub fn manager_username_from_env() -> Option<String> {
+    let ns = std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|s| !s.is_empty())?;
+    let sa = std::env::var("SERVICE_ACCOUNT_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())?;
+    Some(format!("system:serviceaccount:{ns}:{sa}"))
+}
+
+#[derive(Clone)]
+struct AppState {
+    manager_username: Option<Arc<str>>,
+    client: Option<kube::Client>,
+}
+
+/// The routes: one validating endpoint per kind.
+pub fn router(manager_username: Option<String>, client: Option<kube::Client>) -> Router {
+    let state = AppState {
+        manager_username: manager_username.map(Arc::from),
+        client,
+    };
+    let mut router = Router::new();
+    for hook in VALIDATING {
+        let kind = hook.kind;
+        router = router.route(
+            hook.path,
+            post(
+                move |State(state): State<AppState>, body: axum::body::Bytes| async move {
+                    handle(kind, &state, &body).await
+                },
+            ),
+        );
+    }
+    router
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn handle(kind: &str, state: &AppState, body: &[u8]) -> Response {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return (StatusCode::BAD_REQUEST, "body is not JSON").into_response();
+    };
+    let input = match review::decode(&value) {
+        Ok(input) => input,
+        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
+    let manager = state.manager_username.as_deref();
+    let mut outcome = review::verdict(kind, &input, manager).map_err(review::Problem::BadRequest);
+    if let (Ok(verdict), Some(client)) = (&outcome, &state.client) {
+        outcome = lookups::extend(client, kind, &input, manager, verdict.clone())
+            .await
+            .map_err(review::Problem::Internal);
+    }
+    axum::Json(review::respond(kind, &input, outcome)).into_response()
+}
+
+/// Serves HTTPS on `listener` until `shutdown` completes. The certificate
+/// must be readable at start; later changes are picked up while serving.
+pub async fn serve(
+    listener: TcpListener,
+    config: WebhookConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), WebhookError> {
+    let store = CertStore::open(&config.cert_dir)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(store.clone());
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = TlsAcceptor::from(Arc::new(tls));
+    let app = router(config.manager_username.clone(), config.client.clone());
+
+    let reloader = tokio::spawn(watch_certificate(store, config.reload_interval));
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a webhook connection failed");
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            if let Err(e) = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), service)
+                .await
+            {
+                tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
+            }
+        });
+    }
+    reloader.abort();
+    Ok(())
+}
+
+async fn watch_certificate(store: Arc<CertStore>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match store.reload_if_changed() {
+            Ok(true) => tracing::info!("webhook serving certificate reloaded"),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "webhook serving certificate not reloaded; keeping the previous one")
+            }
+        }
+    }
+}
