@@ -9,7 +9,6 @@
 pub mod admission;
 pub mod cluster;
 pub mod common;
-pub mod contract_names;
 pub mod crds;
 pub mod effective;
 pub mod identity;

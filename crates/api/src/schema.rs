@@ -7,7 +7,7 @@ pub fn variables(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
         "minProperties": 1,
-        "maxProperties": crate::contract_names::MAX_VARIABLES,
+        "maxProperties": captf_contract::names::MAX_VARIABLES,
         "x-kubernetes-preserve-unknown-fields": true,
     })
 }

@@ -6,7 +6,6 @@ use kube::ResourceExt;
 use super::{Operation, Request, Verdict, ViolationKind, Violations, image, jobs, meta, variables};
 use crate::cluster::TerraformClusterSpec;
 use crate::common::{TemplateMeta, WorkspaceSpec};
-use crate::contract_names::Role;
 use crate::identity::TerraformClusterIdentity;
 use crate::machine::TerraformMachineSpec;
 use crate::machinepool::TerraformMachinePoolSpec;
@@ -16,6 +15,7 @@ use crate::{
     TerraformCluster, TerraformClusterTemplate, TerraformMachine, TerraformMachinePool,
     TerraformMachinePoolTemplate, TerraformMachineTemplate,
 };
+use captf_contract::Role;
 
 /// Whether Job policy rules apply: on create, and on update only when the
 /// policy changed; never on an object being deleted, so a stored policy

@@ -1,43 +1,29 @@
 //! Rules for inline module variables and their sources.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
+use captf_contract::Role;
+use captf_contract::names::{self as contract_names, RESERVED_PREFIX, VariableNameError};
 
 use super::{ViolationKind, Violations};
 use crate::common::{Variables, VariablesSource};
-use crate::contract_names::{self, META_ARGUMENTS, RESERVED_PREFIX, Role};
 
-static IDENTIFIER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new("^[a-zA-Z_][a-zA-Z0-9_-]*$").expect("valid regex"));
+pub use captf_contract::names::is_identifier;
 
-/// A Terraform identifier: what a variable name may be.
-pub fn is_identifier(name: &str) -> bool {
-    IDENTIFIER.is_match(name)
-}
-
-/// Why `key` cannot be a variable of a `role` module, or `None`.
+/// Why `key` cannot be a variable of a `role` module, or `None`. The rules
+/// are the contract's; the wording is admission's.
 pub(crate) fn key_problem(key: &str, role: Role) -> Option<String> {
-    if !is_identifier(key) {
-        return Some(
-            "must be a Terraform identifier: a letter or underscore, then letters, digits, underscores or hyphens".into(),
-        );
-    }
-    if key.starts_with(RESERVED_PREFIX) {
-        return Some(format!(
-            "names starting with {RESERVED_PREFIX} are reserved for inputs the controller sets"
-        ));
-    }
-    if contract_names::input_names(role).any(|n| n == key) {
-        return Some(format!(
-            "is an input the controller sets for the {} role",
-            role.as_str()
-        ));
-    }
-    if META_ARGUMENTS.contains(&key) {
-        return Some("is a module meta-argument".into());
-    }
-    None
+    let err = contract_names::check_user_variable_name(role, key).err()?;
+    Some(match err {
+        VariableNameError::Syntax { .. } => {
+            "must be a Terraform identifier: a letter or underscore, then letters, digits, underscores or hyphens".into()
+        }
+        VariableNameError::ReservedPrefix { .. } => {
+            format!("names starting with {RESERVED_PREFIX} are reserved for inputs the controller sets")
+        }
+        VariableNameError::ContractInput { .. } => {
+            format!("is an input the controller sets for the {} role", role.as_str())
+        }
+        VariableNameError::MetaArgument { .. } => "is a module meta-argument".into(),
+    })
 }
 
 /// The key rules, applied to every key of `variables`.
