@@ -250,6 +250,29 @@ pub enum Operation {
     Plan,
 }
 
+impl Operation {
+    pub const ALL: [Operation; 6] = [
+        Operation::Apply,
+        Operation::Destroy,
+        Operation::Drift,
+        Operation::Refresh,
+        Operation::Restore,
+        Operation::Plan,
+    ];
+
+    /// The name the runner's `--op` flag, Job labels and names use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "apply",
+            Operation::Destroy => "destroy",
+            Operation::Drift => "drift",
+            Operation::Refresh => "refresh",
+            Operation::Restore => "restore",
+            Operation::Plan => "plan",
+        }
+    }
+}
+
 /// Failure classes a runner reports.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]

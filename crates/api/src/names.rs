@@ -69,6 +69,9 @@ pub mod annotations {
     pub const ENDPOINT_SOURCE: &str = "captf.io/endpoint-source";
     pub const REMEDIATION_REQUESTED: &str = "captf.io/remediation-requested";
     pub const BLOCK_MOVE: &str = "clusterctl.cluster.x-k8s.io/block-move";
+    /// Cluster autoscaler: a pod that must not be evicted (Jobs that change
+    /// infrastructure).
+    pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
     pub const REMEDIATE_MACHINE: &str = "cluster.x-k8s.io/remediate-machine";
     pub const REPLICAS_MANAGED_BY: &str = "cluster.x-k8s.io/replicas-managed-by";
 

@@ -2,6 +2,7 @@
 //! the Job name. They are compatibility facts: state and Jobs written by any
 //! CAPTF controller are found under the same names.
 
+use captf_api::names::kinds;
 use sha2::{Digest, Sha256};
 
 use crate::engine::decide::Op;
@@ -17,9 +18,9 @@ pub enum WorkloadKind {
 impl WorkloadKind {
     pub fn kind(self) -> &'static str {
         match self {
-            WorkloadKind::Cluster => "TerraformCluster",
-            WorkloadKind::Machine => "TerraformMachine",
-            WorkloadKind::MachinePool => "TerraformMachinePool",
+            WorkloadKind::Cluster => kinds::TERRAFORM_CLUSTER,
+            WorkloadKind::Machine => kinds::TERRAFORM_MACHINE,
+            WorkloadKind::MachinePool => kinds::TERRAFORM_MACHINE_POOL,
         }
     }
 

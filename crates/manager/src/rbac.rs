@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use captf_api::names::labels;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -12,8 +13,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 /// Name of the ClusterRole, and of the ServiceAccount and RoleBinding made
 /// in each namespace.
 pub const RUNNER: &str = "captf-runner";
-/// Label a user-chosen ServiceAccount must carry to run Jobs.
-pub const RUNNER_OPT_IN_LABEL: &str = "captf.io/runner";
 
 fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
     PolicyRule {
@@ -26,7 +25,7 @@ fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
 
 fn managed_labels() -> Option<BTreeMap<String, String>> {
     Some(BTreeMap::from([(
-        "captf.io/managed".to_owned(),
+        labels::MANAGED.to_owned(),
         "true".to_owned(),
     )]))
 }

@@ -13,39 +13,8 @@ pub const ACTIVE_JOB_REQUEUE: Duration = Duration::from_secs(60);
 /// Requeue while state is lost or unreadable.
 pub const STATE_REQUEUE: Duration = Duration::from_secs(60);
 
-/// The operations a Job can run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
-    Apply,
-    Destroy,
-    Refresh,
-    Drift,
-    Plan,
-    Restore,
-}
-
-impl Op {
-    pub const ALL: [Op; 6] = [
-        Op::Apply,
-        Op::Destroy,
-        Op::Refresh,
-        Op::Drift,
-        Op::Plan,
-        Op::Restore,
-    ];
-
-    /// The op as the runner's `--op` flag and the Job labels spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Apply => "apply",
-            Op::Destroy => "destroy",
-            Op::Refresh => "refresh",
-            Op::Drift => "drift",
-            Op::Plan => "plan",
-            Op::Restore => "restore",
-        }
-    }
-}
+/// The operations a Job can run (the API's `status.activeJob.operation`).
+pub use captf_api::common::Operation as Op;
 
 /// Why a decision was taken (the `reason` label of the decisions metric; a
 /// backed-off decision appends `Backoff`).
@@ -126,7 +95,7 @@ pub struct Failures {
 /// Per-op failure history, indexed by [`Op`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
-    failures: [Option<Failures>; 6],
+    failures: [Option<Failures>; Op::ALL.len()],
 }
 
 impl History {

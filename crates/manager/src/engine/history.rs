@@ -4,6 +4,8 @@
 
 use std::time::SystemTime;
 
+use captf_api::names::annotations;
+
 use super::decide::{Failures, History, Op};
 
 /// How a Job ended, as bookkeeping classifies it.
@@ -37,10 +39,10 @@ impl Outcome {
     /// Job annotation recording a classification that needs one.
     pub fn annotation(self) -> Option<&'static str> {
         match self {
-            Outcome::Interrupted => Some("captf.io/interrupted"),
-            Outcome::Blocked => Some("captf.io/destructive-plan-blocked"),
-            Outcome::PlanChanged => Some("captf.io/plan-changed"),
-            Outcome::PlanUnreadable => Some("captf.io/plan-unreadable"),
+            Outcome::Interrupted => Some(annotations::INTERRUPTED),
+            Outcome::Blocked => Some(annotations::DESTRUCTIVE_PLAN_BLOCKED),
+            Outcome::PlanChanged => Some(annotations::PLAN_CHANGED),
+            Outcome::PlanUnreadable => Some(annotations::PLAN_UNREADABLE),
             _ => None,
         }
     }

@@ -14,19 +14,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use captf_api::admission::is_reserved_env_name;
+use captf_api::names::{annotations, labels};
+
 use super::args::{CONFIG_DIR, RunnerArgs};
 use crate::engine::decide::Op;
 use crate::names::{WorkloadKind, name_label};
-
-pub const LABEL_OWNER_KIND: &str = "captf.infrastructure.cluster.x-k8s.io/owner-kind";
-pub const LABEL_OWNER_NAME: &str = "captf.infrastructure.cluster.x-k8s.io/owner-name";
-pub const LABEL_OP: &str = "captf.infrastructure.cluster.x-k8s.io/op";
-pub const LABEL_ATTEMPT: &str = "captf.infrastructure.cluster.x-k8s.io/attempt";
-pub const LABEL_CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
-pub const LABEL_MANAGED: &str = "captf.io/managed";
-pub const ANNOTATION_INPUTS_HASH: &str = "captf.io/inputs-hash";
-pub const ANNOTATION_RESTORE_SERIAL: &str = "captf.io/restore-serial";
-pub const ANNOTATION_SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
 
 /// Pod grace period: the runner stops the runtime 30 s before it ends.
 pub const TERMINATION_GRACE_SECONDS: i64 = 600;
@@ -37,15 +30,6 @@ const WORK_DIR: &str = "/captf/work";
 const CREDENTIALS_DIR: &str = "/var/run/captf/credentials";
 const PLAN_KEY_DIR: &str = "/captf/plan-key";
 const SECRET_MODE: i32 = 0o440;
-
-/// Environment names the Job sets or the runtime reads, which users may not
-/// set through `spec.jobs.env`.
-pub fn is_reserved_env(name: &str) -> bool {
-    matches!(name, "HOME" | "TMPDIR" | "CHECKPOINT_DISABLE")
-        || name.starts_with("TF_")
-        || name.starts_with("KUBE_")
-        || name.starts_with("KUBERNETES_")
-}
 
 /// A backup chunk projected into a restore Job's config volume.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,12 +158,15 @@ fn env(name: &str, value: &str) -> EnvVar {
 pub fn build(req: &JobRequest) -> BuiltJob {
     let op = req.runner.op;
     let mut labels = BTreeMap::from([
-        (LABEL_OWNER_KIND.to_owned(), req.kind.kind().to_owned()),
-        (LABEL_OWNER_NAME.to_owned(), name_label(&req.owner.name)),
-        (LABEL_CLUSTER_NAME.to_owned(), name_label(&req.cluster_name)),
-        (LABEL_MANAGED.to_owned(), "true".to_owned()),
-        (LABEL_OP.to_owned(), op.as_str().to_owned()),
-        (LABEL_ATTEMPT.to_owned(), req.attempt.to_string()),
+        (labels::OWNER_KIND.to_owned(), req.kind.kind().to_owned()),
+        (labels::OWNER_NAME.to_owned(), name_label(&req.owner.name)),
+        (
+            labels::CLUSTER_NAME.to_owned(),
+            name_label(&req.cluster_name),
+        ),
+        (labels::MANAGED.to_owned(), "true".to_owned()),
+        (labels::JOB_OP.to_owned(), op.as_str().to_owned()),
+        (labels::JOB_ATTEMPT.to_owned(), req.attempt.to_string()),
     ]);
     labels.retain(|_, v| !v.is_empty());
 
@@ -187,13 +174,13 @@ pub fn build(req: &JobRequest) -> BuiltJob {
     if matches!(op, Op::Apply | Op::Restore | Op::Plan)
         && let Some(h) = &req.inputs_hash
     {
-        annotations.insert(ANNOTATION_INPUTS_HASH.to_owned(), h.clone());
+        annotations.insert(annotations::INPUTS_HASH.to_owned(), h.clone());
     }
     if let Some((serial, _)) = &req.restore {
-        annotations.insert(ANNOTATION_RESTORE_SERIAL.to_owned(), serial.to_string());
+        annotations.insert(annotations::RESTORE_SERIAL.to_owned(), serial.to_string());
     }
     let pod_annotations = matches!(op, Op::Apply | Op::Destroy | Op::Restore)
-        .then(|| BTreeMap::from([(ANNOTATION_SAFE_TO_EVICT.to_owned(), "false".to_owned())]));
+        .then(|| BTreeMap::from([(annotations::SAFE_TO_EVICT.to_owned(), "false".to_owned())]));
 
     let mut env_vars = vec![
         env("TF_IN_AUTOMATION", "1"),
@@ -205,7 +192,7 @@ pub fn build(req: &JobRequest) -> BuiltJob {
     ];
     let mut dropped_env = Vec::new();
     for e in &req.env {
-        if is_reserved_env(&e.name) {
+        if is_reserved_env_name(&e.name) {
             dropped_env.push(e.name.clone());
         } else {
             env_vars.push(e.clone());
@@ -555,22 +542,5 @@ mod tests {
         let pod = spec.security_context.unwrap();
         assert_eq!(pod.fs_group, Some(2000));
         assert_eq!(pod.seccomp_profile.unwrap().type_, "RuntimeDefault");
-    }
-
-    #[test]
-    fn reserved_env_names() {
-        for name in [
-            "HOME",
-            "TMPDIR",
-            "CHECKPOINT_DISABLE",
-            "TF_VAR_x",
-            "KUBE_CONFIG",
-            "KUBERNETES_SERVICE_HOST",
-        ] {
-            assert!(is_reserved_env(name), "{name}");
-        }
-        for name in ["OCI_REGION", "HOMEDIR", "XTF_", "AWS_REGION"] {
-            assert!(!is_reserved_env(name), "{name}");
-        }
     }
 }
