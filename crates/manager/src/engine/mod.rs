@@ -4,4 +4,5 @@
 pub mod backoff;
 pub mod decide;
 pub mod history;
+pub mod job_conditions;
 pub mod ready;
