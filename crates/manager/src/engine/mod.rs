@@ -5,4 +5,5 @@ pub mod backoff;
 pub mod decide;
 pub mod history;
 pub mod job_conditions;
+pub mod preamble;
 pub mod ready;
