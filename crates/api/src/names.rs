@@ -98,6 +98,16 @@ pub mod annotations {
     pub const LEASE_ACQUIRED_AT: &str = "captf.io/lease-acquired-at";
     pub const SOURCE_HASH: &str = "captf.io/source-hash";
     pub const IDENTITY: &str = "captf.io/identity";
+    /// `Secret` for a namespace-local Secret identity.
+    pub const IDENTITY_KIND: &str = "captf.io/identity-kind";
+    /// The Job whose inputs an inputs record holds.
+    pub const JOB: &str = "captf.io/job";
+    /// The newest apply failed after its apply step may have run.
+    pub const MAY_HAVE_APPLIED: &str = "captf.io/may-have-applied";
+    /// Images that could not be pulled (JSON list, at most 3).
+    pub const UNPULLABLE_IMAGES: &str = "captf.io/unpullable-images";
+    /// Images still to try after a pull fallback (JSON list), on a Job.
+    pub const IMAGE_FALLBACKS: &str = "captf.io/image-fallbacks";
     pub const IMAGE: &str = "captf.io/image";
     pub const IMAGE_DIGEST: &str = "captf.io/image-digest";
     pub const APPLIED: &str = "captf.io/applied";

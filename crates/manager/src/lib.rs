@@ -5,5 +5,6 @@ pub mod engine;
 pub mod jobs;
 pub mod names;
 pub mod rbac;
+pub mod records;
 pub mod state;
 pub mod webhook;

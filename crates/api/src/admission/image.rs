@@ -122,3 +122,33 @@ mod tests {
         );
     }
 }
+
+/// The repository of an image reference: the reference without its tag or
+/// digest (a colon before the last slash is a registry port, not a tag).
+pub fn repository(reference: &str) -> &str {
+    let without_digest = reference.split('@').next().unwrap_or(reference);
+    match without_digest.rfind(':') {
+        Some(i) if !without_digest[i..].contains('/') => &without_digest[..i],
+        _ => without_digest,
+    }
+}
+
+#[cfg(test)]
+mod repository_tests {
+    use super::repository;
+
+    #[test]
+    fn repository_drops_tag_and_digest_but_keeps_ports() {
+        let cases = [
+            ("ghcr.io/captf/noop:v1", "ghcr.io/captf/noop"),
+            ("ghcr.io/captf/noop@sha256:ab", "ghcr.io/captf/noop"),
+            ("ghcr.io/captf/noop:v1@sha256:ab", "ghcr.io/captf/noop"),
+            ("localhost:5000/noop", "localhost:5000/noop"),
+            ("localhost:5000/noop:v2", "localhost:5000/noop"),
+            ("noop", "noop"),
+        ];
+        for (reference, want) in cases {
+            assert_eq!(repository(reference), want, "{reference}");
+        }
+    }
+}

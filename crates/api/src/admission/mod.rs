@@ -9,7 +9,7 @@ mod lookups;
 mod meta;
 mod variables;
 
-pub use image::{check_image_reference, is_image_reference};
+pub use image::{check_image_reference, is_image_reference, repository};
 pub use jobs::{RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES, is_reserved_env_name};
 pub use kinds::*;
 pub use lookups::*;

@@ -37,19 +37,9 @@ impl ImageMap {
     }
 }
 
-/// The repository part of a reference: without its tag or digest.
-pub fn repository(reference: &str) -> &str {
-    let without_digest = reference.split('@').next().unwrap_or(reference);
-    // A colon after the last slash starts a tag; one before it is a port.
-    match without_digest.rfind(':') {
-        Some(i) if !without_digest[i..].contains('/') => &without_digest[..i],
-        _ => without_digest,
-    }
-}
-
 /// The `imageID` a runtime reports: the repository joined to the digest.
 pub fn image_id(reference: &str, digest: &str) -> String {
-    format!("{}@{digest}", repository(reference))
+    format!("{}@{digest}", captf_api::admission::repository(reference))
 }
 
 /// Copies `src` into `dst` as hard links (copies across file systems).
@@ -91,19 +81,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn repository_drops_tag_and_digest_but_keeps_ports() {
-        let cases = [
-            ("ghcr.io/captf/noop:v1", "ghcr.io/captf/noop"),
-            ("ghcr.io/captf/noop@sha256:ab", "ghcr.io/captf/noop"),
-            ("ghcr.io/captf/noop:v1@sha256:ab", "ghcr.io/captf/noop"),
-            ("localhost:5000/noop", "localhost:5000/noop"),
-            ("localhost:5000/noop:v2", "localhost:5000/noop"),
-            ("noop", "noop"),
-        ];
-        for (reference, want) in cases {
-            assert_eq!(repository(reference), want, "{reference}");
-        }
+    fn image_id_joins_repository_and_digest() {
         assert_eq!(image_id("r.io/a:v1", "sha256:00"), "r.io/a@sha256:00");
+        assert_eq!(
+            image_id("localhost:5000/a:v1", "sha256:00"),
+            "localhost:5000/a@sha256:00"
+        );
     }
 
     #[test]

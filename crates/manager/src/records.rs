@@ -1,0 +1,308 @@
+//! The inputs records: the rendered root and values an apply ran with, kept
+//! in Secrets so destroy, refresh and drift can render exactly what the
+//! state was made from. The attempt record (`captf-inputs-*`) is rewritten
+//! by every apply Job; the applied record (`captf-applied-*`) is promoted
+//! from a successful one and carries the image digest; the per-run Secret
+//! (`captf-run-<job>`) is what one Job mounts.
+//!
+//! Records hold bootstrap data and variable values in clear text: their
+//! contents are never logged.
+
+use std::collections::BTreeMap;
+
+use captf_api::admission::repository;
+use captf_api::names::{annotations, labels};
+use k8s_openapi::ByteString;
+use sha2::{Digest, Sha256};
+
+use crate::names::{WorkloadKind, name_label};
+
+/// The two files every record holds.
+pub const MAIN_FILE: &str = "main.tf.json";
+pub const VALUES_FILE: &str = "terraform.tfvars.json";
+/// Longest Secret name.
+const NAME_MAX: usize = 253;
+
+fn bounded(prefix: &str, name: &str) -> String {
+    let full = format!("{prefix}{name}");
+    if full.len() <= NAME_MAX {
+        return full;
+    }
+    let digest: String = Sha256::digest(name.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{prefix}{digest}")
+}
+
+/// `captf-inputs-<ks>-<name>`.
+pub fn attempt_record_name(kind: WorkloadKind, name: &str) -> String {
+    bounded(&format!("captf-inputs-{}-", kind.short()), name)
+}
+
+/// `captf-applied-<ks>-<name>`.
+pub fn applied_record_name(kind: WorkloadKind, name: &str) -> String {
+    bounded(&format!("captf-applied-{}-", kind.short()), name)
+}
+
+/// `captf-run-<job>` (Job names are at most 57 characters).
+pub fn run_secret_name(job: &str) -> String {
+    format!("captf-run-{job}")
+}
+
+/// What an inputs record says besides its files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordMeta {
+    pub inputs_hash: String,
+    /// The image reference as written in the spec.
+    pub image: String,
+    /// `sha256:...` the kubelet ran (applied record only).
+    pub image_digest: Option<String>,
+    pub identity: Option<String>,
+    /// `Secret` for a namespace-local Secret identity.
+    pub identity_kind: Option<String>,
+    /// The Job these inputs belong to.
+    pub job: Option<String>,
+}
+
+/// A record: the rendered files and what produced them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct InputsRecord {
+    pub main_tf_json: String,
+    pub tfvars_json: String,
+    pub meta: RecordMeta,
+}
+
+impl std::fmt::Debug for InputsRecord {
+    // The files carry bootstrap data and variable values: never print them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InputsRecord")
+            .field(
+                "main_tf_json",
+                &format_args!("<{} bytes>", self.main_tf_json.len()),
+            )
+            .field(
+                "tfvars_json",
+                &format_args!("<{} bytes>", self.tfvars_json.len()),
+            )
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+/// Why a Secret is not a usable record. Never includes file contents.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("inputs record lacks {0}")]
+    MissingFile(&'static str),
+    #[error("inputs record file {0} is not UTF-8")]
+    NotUtf8(&'static str),
+    #[error("inputs record lacks the {0} annotation")]
+    MissingAnnotation(&'static str),
+}
+
+/// The labels of records owned by an object.
+pub fn record_labels(kind: WorkloadKind, name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (labels::MANAGED.to_owned(), "true".to_owned()),
+        (labels::OWNER_KIND.to_owned(), kind.kind().to_owned()),
+        (labels::OWNER_NAME.to_owned(), name_label(name)),
+    ])
+}
+
+impl InputsRecord {
+    /// Data and annotations of the Secret that stores this record.
+    pub fn to_secret_parts(&self) -> (BTreeMap<String, ByteString>, BTreeMap<String, String>) {
+        let data = BTreeMap::from([
+            (
+                MAIN_FILE.to_owned(),
+                ByteString(self.main_tf_json.clone().into_bytes()),
+            ),
+            (
+                VALUES_FILE.to_owned(),
+                ByteString(self.tfvars_json.clone().into_bytes()),
+            ),
+        ]);
+        let m = &self.meta;
+        let mut ann = BTreeMap::from([
+            (annotations::INPUTS_HASH.to_owned(), m.inputs_hash.clone()),
+            (annotations::IMAGE.to_owned(), m.image.clone()),
+        ]);
+        let optional = [
+            (annotations::IMAGE_DIGEST, &m.image_digest),
+            (annotations::IDENTITY, &m.identity),
+            (annotations::IDENTITY_KIND, &m.identity_kind),
+            (annotations::JOB, &m.job),
+        ];
+        for (key, value) in optional {
+            if let Some(v) = value {
+                ann.insert(key.to_owned(), v.clone());
+            }
+        }
+        (data, ann)
+    }
+
+    /// Reads a record back from a Secret's data and annotations.
+    pub fn from_secret_parts(
+        data: &BTreeMap<String, ByteString>,
+        ann: &BTreeMap<String, String>,
+    ) -> Result<InputsRecord, RecordError> {
+        let file = |key: &'static str| -> Result<String, RecordError> {
+            let bytes = data.get(key).ok_or(RecordError::MissingFile(key))?;
+            String::from_utf8(bytes.0.clone()).map_err(|_| RecordError::NotUtf8(key))
+        };
+        let required = |key: &'static str| -> Result<String, RecordError> {
+            ann.get(key)
+                .cloned()
+                .ok_or(RecordError::MissingAnnotation(key))
+        };
+        let optional = |key: &str| ann.get(key).filter(|v| !v.is_empty()).cloned();
+        Ok(InputsRecord {
+            main_tf_json: file(MAIN_FILE)?,
+            tfvars_json: file(VALUES_FILE)?,
+            meta: RecordMeta {
+                inputs_hash: required(annotations::INPUTS_HASH)?,
+                image: required(annotations::IMAGE)?,
+                image_digest: optional(annotations::IMAGE_DIGEST),
+                identity: optional(annotations::IDENTITY),
+                identity_kind: optional(annotations::IDENTITY_KIND),
+                job: optional(annotations::JOB),
+            },
+        })
+    }
+
+    /// The applied record promoted from this one after `job` succeeded with
+    /// the image digest the pod reported. Without a reported digest the
+    /// previous applied digest is kept when the image is the same.
+    pub fn promote(
+        &self,
+        job: &str,
+        reported_digest: Option<&str>,
+        previous: Option<&InputsRecord>,
+    ) -> InputsRecord {
+        let digest = reported_digest.map(str::to_owned).or_else(|| {
+            previous
+                .filter(|p| p.meta.image == self.meta.image)
+                .and_then(|p| p.meta.image_digest.clone())
+        });
+        InputsRecord {
+            main_tf_json: self.main_tf_json.clone(),
+            tfvars_json: self.tfvars_json.clone(),
+            meta: RecordMeta {
+                image_digest: digest,
+                job: Some(job.to_owned()),
+                ..self.meta.clone()
+            },
+        }
+    }
+
+    /// The image a non-apply op runs: `repo@digest` when pinned, else the
+    /// recorded reference.
+    pub fn pinned_image(&self) -> String {
+        match &self.meta.image_digest {
+            Some(d) => format!("{}@{d}", repository(&self.meta.image)),
+            None => self.meta.image.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> InputsRecord {
+        InputsRecord {
+            main_tf_json: "{\"module\":{}}\n".into(),
+            tfvars_json: "{\"bootstrap_data\":\"c2VjcmV0\"}\n".into(),
+            meta: RecordMeta {
+                inputs_hash: "h2:abc".into(),
+                image: "ghcr.io/captf-io/noop-machinepool:v1-tofu".into(),
+                image_digest: None,
+                identity: Some("oci-prod".into()),
+                identity_kind: None,
+                job: Some("captf-mp-pool-apply-a1-abcdef".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn names_are_bounded_and_kind_coded() {
+        assert_eq!(
+            attempt_record_name(WorkloadKind::MachinePool, "pool-a"),
+            "captf-inputs-mp-pool-a"
+        );
+        assert_eq!(
+            applied_record_name(WorkloadKind::Cluster, "prod"),
+            "captf-applied-c-prod"
+        );
+        assert_eq!(
+            run_secret_name("captf-c-prod-apply-a1-abcdef"),
+            "captf-run-captf-c-prod-apply-a1-abcdef"
+        );
+        let long = "x".repeat(250);
+        let n = attempt_record_name(WorkloadKind::Machine, &long);
+        assert_eq!(n.len(), "captf-inputs-m-".len() + 16);
+        assert_ne!(
+            n,
+            attempt_record_name(WorkloadKind::Machine, &"y".repeat(250))
+        );
+    }
+
+    #[test]
+    fn a_record_round_trips_through_its_secret() {
+        let r = record();
+        let (data, ann) = r.to_secret_parts();
+        assert_eq!(
+            ann.get("captf.io/inputs-hash").map(String::as_str),
+            Some("h2:abc")
+        );
+        assert!(!ann.contains_key("captf.io/image-digest"));
+        assert_eq!(InputsRecord::from_secret_parts(&data, &ann).unwrap(), r);
+    }
+
+    #[test]
+    fn unusable_records_name_what_is_missing_and_nothing_else() {
+        let (mut data, mut ann) = record().to_secret_parts();
+        ann.remove("captf.io/image");
+        assert_eq!(
+            InputsRecord::from_secret_parts(&data, &ann),
+            Err(RecordError::MissingAnnotation("captf.io/image"))
+        );
+        data.remove(VALUES_FILE);
+        assert_eq!(
+            InputsRecord::from_secret_parts(&data, &ann),
+            Err(RecordError::MissingFile(VALUES_FILE))
+        );
+        data.insert(VALUES_FILE.into(), ByteString(vec![0xff]));
+        assert_eq!(
+            InputsRecord::from_secret_parts(&data, &record().to_secret_parts().1),
+            Err(RecordError::NotUtf8(VALUES_FILE))
+        );
+        assert!(!format!("{:?}", record()).contains("c2VjcmV0"));
+    }
+
+    #[test]
+    fn promotion_pins_the_digest_and_keeps_it_for_the_same_image() {
+        let r = record();
+        let applied = r.promote("job-2", Some("sha256:11"), None);
+        assert_eq!(applied.meta.image_digest.as_deref(), Some("sha256:11"));
+        assert_eq!(applied.meta.job.as_deref(), Some("job-2"));
+        assert_eq!(
+            applied.pinned_image(),
+            "ghcr.io/captf-io/noop-machinepool@sha256:11"
+        );
+
+        let again = r.promote("job-3", None, Some(&applied));
+        assert_eq!(again.meta.image_digest.as_deref(), Some("sha256:11"));
+
+        let mut other = r.clone();
+        other.meta.image = "ghcr.io/captf-io/noop-machinepool:v2-tofu".into();
+        let moved = other.promote("job-4", None, Some(&applied));
+        assert_eq!(moved.meta.image_digest, None);
+        assert_eq!(
+            moved.pinned_image(),
+            "ghcr.io/captf-io/noop-machinepool:v2-tofu"
+        );
+    }
+}
