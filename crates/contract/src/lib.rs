@@ -17,6 +17,7 @@ pub mod inputs;
 pub mod names;
 pub mod outputs;
 pub mod render;
+pub mod result;
 pub mod schemas;
 pub mod variables;
 

@@ -13,7 +13,8 @@ pub mod exec;
 pub mod op;
 pub mod plan;
 pub mod redact;
-pub mod result;
+/// The result document is the contract between runner and manager.
+pub use captf_contract::result;
 pub mod run;
 pub mod steps;
 pub mod summary;

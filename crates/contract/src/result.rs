@@ -1,5 +1,6 @@
 //! The result document the runner leaves in the termination-message file,
-//! and its size-bounded encoding.
+//! and its size-bounded encoding: written by the runner, read by the
+//! manager's bookkeeping.
 
 use serde::{Deserialize, Serialize};
 
