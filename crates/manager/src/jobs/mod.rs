@@ -2,3 +2,4 @@
 
 pub mod args;
 pub mod build;
+pub mod observe;
