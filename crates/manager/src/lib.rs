@@ -3,6 +3,7 @@
 
 pub mod engine;
 pub mod jobs;
+pub mod leases;
 pub mod names;
 pub mod rbac;
 pub mod records;
