@@ -3,3 +3,4 @@
 pub mod args;
 pub mod build;
 pub mod observe;
+pub mod recovery;
