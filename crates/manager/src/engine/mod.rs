@@ -5,5 +5,6 @@ pub mod backoff;
 pub mod decide;
 pub mod history;
 pub mod job_conditions;
+pub mod lag;
 pub mod preamble;
 pub mod ready;
