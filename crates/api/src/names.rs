@@ -3,6 +3,17 @@
 //! defined here once; everything else refers to it by name.
 
 /// Kind names.
+/// Cluster API's own kinds, as CAPTF reads them.
+pub mod capi {
+    /// Cluster API's core group.
+    pub const GROUP: &str = "cluster.x-k8s.io";
+    /// The contract version CAPTF implements.
+    pub const VERSION: &str = "v1beta2";
+    pub const CLUSTER: &str = "Cluster";
+    pub const MACHINE: &str = "Machine";
+    pub const MACHINE_POOL: &str = "MachinePool";
+}
+
 pub mod kinds {
     pub const TERRAFORM_CLUSTER: &str = "TerraformCluster";
     pub const TERRAFORM_CLUSTER_TEMPLATE: &str = "TerraformClusterTemplate";
@@ -57,16 +68,20 @@ pub mod annotations {
     /// Approval of a pool's destructive exports change (value: approval hash).
     pub const APPROVE_DESTRUCTIVE_PLAN: &str = "captf.io/approve-destructive-plan";
     pub const PAUSED: &str = "cluster.x-k8s.io/paused";
-    pub const AUTOSCALER_MIN_SIZE: &str =
-        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size";
-    pub const AUTOSCALER_MAX_SIZE: &str =
-        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size";
+    /// The autoscaler bounds; the contract crate owns the keys because it
+    /// reads them into the pool's inputs.
+    pub const AUTOSCALER_MIN_SIZE: &str = captf_contract::inputs::AUTOSCALER_MIN_SIZE_ANNOTATION;
+    pub const AUTOSCALER_MAX_SIZE: &str = captf_contract::inputs::AUTOSCALER_MAX_SIZE_ANNOTATION;
     /// Legacy: ignored, but mentioned in the condition message when present.
     pub const ABANDON_INFRASTRUCTURE: &str = "captf.io/abandon-infrastructure";
     pub const CONFIRM_NO_RESOURCES: &str = "captf.io/confirm-no-resources";
 
     // Set by CAPTF on user objects.
     pub const ENDPOINT_SOURCE: &str = "captf.io/endpoint-source";
+    /// `ENDPOINT_SOURCE` values: the endpoint was set by a user, or written
+    /// from the module's output.
+    pub const ENDPOINT_SOURCE_USER: &str = "user";
+    pub const ENDPOINT_SOURCE_MODULE: &str = "module";
     pub const REMEDIATION_REQUESTED: &str = "captf.io/remediation-requested";
     pub const BLOCK_MOVE: &str = "clusterctl.cluster.x-k8s.io/block-move";
     /// Cluster autoscaler: a pod that must not be evicted (Jobs that change
@@ -74,6 +89,8 @@ pub mod annotations {
     pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
     pub const REMEDIATE_MACHINE: &str = "cluster.x-k8s.io/remediate-machine";
     pub const REPLICAS_MANAGED_BY: &str = "cluster.x-k8s.io/replicas-managed-by";
+    /// The `REPLICAS_MANAGED_BY` value CAPTF claims in autoscaling mode.
+    pub const REPLICAS_MANAGER: &str = "captf";
 
     // Cluster API / clusterctl keys honoured.
     pub const CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";

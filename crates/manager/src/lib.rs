@@ -1,6 +1,8 @@
 //! The manager: the reconcile engine, one adapter per kind, the Job builder,
 //! the webhooks and the manager binary.
 
+pub mod adapters;
+pub mod capi;
 pub mod engine;
 pub mod jobs;
 pub mod leases;
