@@ -1,0 +1,7 @@
+//! Reading modules the way Terraform and OpenTofu do.
+
+pub mod expr;
+pub mod ir;
+pub mod json;
+pub mod load;
+pub mod model;

@@ -1,0 +1,7 @@
+variable "a" {
+  default = "y"
+}
+
+locals {
+  b = "${var.a}-z"
+}
