@@ -4,6 +4,7 @@
 pub mod adapters;
 pub mod capi;
 pub mod engine;
+pub mod io;
 pub mod jobs;
 pub mod leases;
 pub mod names;

@@ -1,0 +1,201 @@
+//! Taking and giving back run and cluster leases against the apiserver.
+//! Every decision is `crate::leases::lease_verdict`; this module only reads
+//! live (never from a cache), writes with the resourceVersion it read, and
+//! treats a conflict as a lost race.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use captf_api::names::{annotations, labels};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+
+use crate::engine::decide::Op;
+use crate::leases::{HolderJob, LeaseVerdict, LeaseView, lease_verdict};
+
+/// Which lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseKind {
+    Run,
+    Cluster,
+}
+
+impl LeaseKind {
+    fn label(self) -> &'static str {
+        match self {
+            LeaseKind::Run => "run",
+            LeaseKind::Cluster => "cluster",
+        }
+    }
+}
+
+/// A lease to take for a Job about to be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRequest {
+    pub kind: LeaseKind,
+    pub name: String,
+    pub namespace: String,
+    /// The Job's (deterministic) name: the lease's holder.
+    pub job: String,
+    pub op: Op,
+    /// Owner and cluster labels, as the object's other records carry them.
+    pub labels: BTreeMap<String, String>,
+    /// The backstop after which the lease is free whatever its holder.
+    pub duration: Duration,
+}
+
+/// The outcome of an attempt to take a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquire {
+    Acquired,
+    /// Another live Job holds it.
+    Held {
+        holder: String,
+    },
+    /// Another writer got there between our read and our write.
+    LostRace,
+}
+
+fn timestamp(t: SystemTime) -> Timestamp {
+    Timestamp::try_from(t).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn view(lease: &Lease) -> LeaseView {
+    let spec = lease.spec.as_ref();
+    let acquired = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::LEASE_ACQUIRED_AT))
+        .and_then(|v| v.parse::<Timestamp>().ok())
+        .or_else(|| spec.and_then(|s| s.acquire_time.as_ref()).map(|t| t.0))
+        .map_or(SystemTime::UNIX_EPOCH, SystemTime::from);
+    LeaseView {
+        holder: spec.and_then(|s| s.holder_identity.clone()),
+        acquired_at: acquired,
+        duration: Duration::from_secs(
+            spec.and_then(|s| s.lease_duration_seconds)
+                .unwrap_or(0)
+                .max(0) as u64,
+        ),
+    }
+}
+
+/// The live state of a holder Job.
+async fn holder_job(jobs: &Api<Job>, name: &str) -> Result<HolderJob, kube::Error> {
+    let Some(job) = jobs.get_opt(name).await? else {
+        return Ok(HolderJob::Absent);
+    };
+    let finished = job
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .iter()
+        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
+    Ok(if finished {
+        HolderJob::Finished
+    } else {
+        HolderJob::Running
+    })
+}
+
+fn desired(req: &LeaseRequest, now: SystemTime, existing: Option<&Lease>) -> Lease {
+    let mut labels = req.labels.clone();
+    labels.insert(labels::LEASE.to_owned(), req.kind.label().to_owned());
+    labels.insert(labels::MANAGED.to_owned(), "true".to_owned());
+    let at = timestamp(now);
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(req.name.clone()),
+            namespace: Some(req.namespace.clone()),
+            resource_version: existing.and_then(|l| l.metadata.resource_version.clone()),
+            labels: Some(labels),
+            annotations: Some(BTreeMap::from([
+                (annotations::LEASE_OP.to_owned(), req.op.as_str().to_owned()),
+                (annotations::LEASE_ACQUIRED_AT.to_owned(), at.to_string()),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(req.job.clone()),
+            acquire_time: Some(MicroTime(at)),
+            renew_time: Some(MicroTime(at)),
+            lease_duration_seconds: Some(req.duration.as_secs().min(i32::MAX as u64) as i32),
+            ..Default::default()
+        }),
+    }
+}
+
+fn conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Takes (or refreshes) the lease for `req.job`.
+pub async fn acquire(
+    client: &kube::Client,
+    req: &LeaseRequest,
+    now: SystemTime,
+) -> Result<Acquire, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &req.namespace);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &req.namespace);
+    let existing = leases.get_opt(&req.name).await?;
+    let current = existing.as_ref().map(view);
+    let holder_state = match current.as_ref().and_then(|v| v.holder.as_deref()) {
+        Some(holder) if holder != req.job => holder_job(&jobs, holder).await?,
+        _ => HolderJob::Absent,
+    };
+    let write = match lease_verdict(current.as_ref(), &req.job, holder_state, now) {
+        LeaseVerdict::Held { holder } => return Ok(Acquire::Held { holder }),
+        LeaseVerdict::Create => {
+            leases
+                .create(&PostParams::default(), &desired(req, now, None))
+                .await
+        }
+        LeaseVerdict::Refresh | LeaseVerdict::TakeOver => {
+            leases
+                .replace(
+                    &req.name,
+                    &PostParams::default(),
+                    &desired(req, now, existing.as_ref()),
+                )
+                .await
+        }
+    };
+    match write {
+        Ok(_) => Ok(Acquire::Acquired),
+        Err(e) if conflict(&e) => Ok(Acquire::LostRace),
+        Err(e) => Err(e),
+    }
+}
+
+/// Gives the lease back if `job` still holds it; a lease another Job took
+/// meanwhile survives (the delete is conditioned on what was read).
+pub async fn release(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    job: &str,
+) -> Result<bool, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let Some(lease) = leases.get_opt(name).await? else {
+        return Ok(false);
+    };
+    if view(&lease).holder.as_deref() != Some(job) {
+        return Ok(false);
+    }
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: lease.metadata.uid.clone(),
+            resource_version: lease.metadata.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    match leases.delete(name, &dp).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}

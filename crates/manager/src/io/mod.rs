@@ -1,0 +1,4 @@
+//! The thin shell: reads and writes against the apiserver, each driven by a
+//! pure decision of the engine.
+
+pub mod leases;
