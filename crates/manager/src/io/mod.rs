@@ -2,3 +2,4 @@
 //! pure decision of the engine.
 
 pub mod leases;
+pub mod state;

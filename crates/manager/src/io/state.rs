@@ -1,0 +1,111 @@
+//! Reading state from, and adopting, the Secrets the `kubernetes` backend
+//! writes. Always read live: the backend writes behind the cache's back.
+
+use captf_api::names::annotations;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ListParams, PostParams};
+
+use crate::names::state_secret;
+use crate::state::reader::{StateError, StateSecret, StateSummary, read};
+
+/// The backend's labels on every state Secret of `suffix` (workspace
+/// `default`).
+pub fn state_selector(suffix: &str) -> String {
+    format!("tfstate=true,tfstateSecretSuffix={suffix},tfstateWorkspace=default")
+}
+
+async fn list(
+    client: &kube::Client,
+    namespace: &str,
+    suffix: &str,
+) -> Result<Vec<Secret>, kube::Error> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    Ok(secrets
+        .list(&ListParams::default().labels(&state_selector(suffix)))
+        .await?
+        .items)
+}
+
+/// Reads the state of `suffix`: `Err` for an API failure, `Ok(Err)` for a
+/// state that is missing or unusable.
+pub async fn read_state(
+    client: &kube::Client,
+    namespace: &str,
+    suffix: &str,
+) -> Result<Result<StateSummary, StateError>, kube::Error> {
+    let secrets = list(client, namespace, suffix).await?;
+    let chunks: Vec<StateSecret> = secrets
+        .iter()
+        .map(|s| StateSecret {
+            name: s.metadata.name.clone().unwrap_or_default(),
+            tfstate: s
+                .data
+                .as_ref()
+                .and_then(|d| d.get("tfstate"))
+                .map(|b| b.0.clone()),
+            inputs_hash: s
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(annotations::INPUTS_HASH))
+                .cloned(),
+        })
+        .collect();
+    Ok(read(&state_secret(suffix), &chunks))
+}
+
+/// Adopts the state after a successful apply or restore: every chunk gets a
+/// non-controller owner reference to the object (so it moves and is
+/// collected with it, without blocking its deletion), and the base Secret
+/// records the inputs hash it was applied from (`None` removes it). Each
+/// write is bound to the resourceVersion just read.
+pub async fn adopt(
+    client: &kube::Client,
+    namespace: &str,
+    suffix: &str,
+    owner: &OwnerReference,
+    inputs_hash: Option<&str>,
+) -> Result<(), kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let base = state_secret(suffix);
+    let owner = OwnerReference {
+        controller: None,
+        block_owner_deletion: None,
+        ..owner.clone()
+    };
+    for mut secret in list(client, namespace, suffix).await? {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let mut changed = false;
+        let refs = secret
+            .metadata
+            .owner_references
+            .get_or_insert_with(Vec::new);
+        // An earlier object of the same name (moved or re-created) is replaced.
+        let before = refs.len();
+        refs.retain(|r| !(r.kind == owner.kind && r.name == owner.name && r.uid != owner.uid));
+        changed |= refs.len() != before;
+        if !refs.iter().any(|r| r.uid == owner.uid) {
+            refs.push(owner.clone());
+            changed = true;
+        }
+        if name == base {
+            let ann = secret
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            let current = ann.get(annotations::INPUTS_HASH).map(String::as_str);
+            if current != inputs_hash {
+                match inputs_hash {
+                    Some(h) => ann.insert(annotations::INPUTS_HASH.to_owned(), h.to_owned()),
+                    None => ann.remove(annotations::INPUTS_HASH),
+                };
+                changed = true;
+            }
+        }
+        if changed {
+            api.replace(&name, &PostParams::default(), &secret).await?;
+        }
+    }
+    Ok(())
+}
