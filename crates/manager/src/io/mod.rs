@@ -2,4 +2,5 @@
 //! pure decision of the engine.
 
 pub mod leases;
+pub mod start;
 pub mod state;

@@ -1,0 +1,169 @@
+//! Creating a Job and its per-run Secret, safe to repeat after a crash: an
+//! existing Job of the same name is adopted only when this object controls
+//! it and it still runs; the per-run Secret belongs to the Job and is
+//! recreated when a namesake belongs to something else.
+
+use std::collections::BTreeMap;
+
+use captf_api::names::labels;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+
+use crate::records::run_secret_name;
+
+/// How a start went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Started {
+    Created,
+    /// Our own running Job of that name already existed (a retry after a
+    /// crash): it is the Job of this start.
+    Adopted,
+    /// A Job of that name exists that is not ours to adopt; it was deleted
+    /// when it had finished and belonged to another object. Start again on
+    /// a later pass.
+    Deferred {
+        reason: String,
+    },
+}
+
+fn finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
+}
+
+fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.as_str())
+}
+
+fn already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Creates `job` (controlled by the object with `owner_uid`), or adopts it.
+pub async fn create_job(
+    client: &kube::Client,
+    job: &Job,
+    owner_uid: &str,
+) -> Result<Started, kube::Error> {
+    let namespace = job.metadata.namespace.clone().unwrap_or_default();
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
+    match jobs.create(&PostParams::default(), job).await {
+        Ok(_) => return Ok(Started::Created),
+        Err(e) if already_exists(&e) => {}
+        Err(e) => return Err(e),
+    }
+    let Some(existing) = jobs.get_opt(&name).await? else {
+        return Ok(Started::Deferred {
+            reason: format!("Job {name} existed a moment ago and is being deleted"),
+        });
+    };
+    let ours = controller_uid(&existing.metadata) == Some(owner_uid);
+    match (ours, finished(&existing)) {
+        (true, false) => Ok(Started::Adopted),
+        (true, true) => Ok(Started::Deferred {
+            reason: format!("Job {name} already ran; bookkeeping counts it first"),
+        }),
+        (false, false) => Ok(Started::Deferred {
+            reason: format!("Job {name} belongs to another object and still runs"),
+        }),
+        (false, true) => {
+            // A finished namesake of an earlier object: remove exactly it.
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: existing.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::background()
+            };
+            match jobs.delete(&name, &dp).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => return Err(e),
+            }
+            Ok(Started::Deferred {
+                reason: format!("Job {name} of an earlier object was deleted"),
+            })
+        }
+    }
+}
+
+/// Writes the per-run Secret of `job` with `files`, owned by the Job (so it
+/// goes with it). An existing one owned by the Job is kept as it is: a
+/// running Job never sees its inputs change.
+pub async fn ensure_run_secret(
+    client: &kube::Client,
+    job: &Job,
+    files: &[(&str, &str)],
+    annotations: BTreeMap<String, String>,
+) -> Result<(), kube::Error> {
+    let namespace = job.metadata.namespace.clone().unwrap_or_default();
+    let job_name = job.metadata.name.clone().unwrap_or_default();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
+    let live = jobs.get(&job_name).await?;
+    let job_uid = live.metadata.uid.clone().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let name = run_secret_name(&job_name);
+    if let Some(existing) = secrets.get_opt(&name).await? {
+        let owned = existing
+            .metadata
+            .owner_references
+            .as_ref()
+            .is_some_and(|rs| rs.iter().any(|r| r.uid == job_uid));
+        if owned {
+            return Ok(());
+        }
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: existing.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        secrets.delete(&name, &dp).await?;
+    }
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace),
+            labels: Some(BTreeMap::from([(
+                labels::MANAGED.to_owned(),
+                "true".to_owned(),
+            )])),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "batch/v1".to_owned(),
+                kind: "Job".to_owned(),
+                name: job_name,
+                uid: job_uid,
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            ..Default::default()
+        },
+        data: Some(
+            files
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(()),
+        Err(e) if already_exists(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
