@@ -2,5 +2,6 @@
 //! pure decision of the engine.
 
 pub mod leases;
+pub mod records;
 pub mod start;
 pub mod state;

@@ -1,0 +1,101 @@
+//! Writing and reading the inputs records, and the runner's RBAC in a
+//! namespace. Records carry bootstrap data and variable values: their
+//! contents are never logged.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+
+use crate::rbac;
+use crate::records::{InputsRecord, RecordError};
+
+const FIELD_MANAGER: &str = "captf-manager";
+
+/// The Secret holding `record` under `name`, owned by the object.
+fn record_secret(
+    name: &str,
+    namespace: &str,
+    record: &InputsRecord,
+    owner: &OwnerReference,
+    labels: BTreeMap<String, String>,
+) -> Secret {
+    let (data, annotations) = record.to_secret_parts();
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                controller: None,
+                block_owner_deletion: None,
+                ..owner.clone()
+            }]),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    }
+}
+
+/// Writes (creates or replaces) a record with server-side apply.
+pub async fn write_record(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    record: &InputsRecord,
+    owner: &OwnerReference,
+    labels: BTreeMap<String, String>,
+) -> Result<(), kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = record_secret(name, namespace, record, owner, labels);
+    // Server-side apply needs the kind on the wire.
+    let mut value = serde_json::to_value(&secret).expect("a Secret serializes");
+    value["apiVersion"] = "v1".into();
+    value["kind"] = "Secret".into();
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&value),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Reads a record: `Ok(None)` when the Secret does not exist.
+pub async fn read_record(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Result<InputsRecord, RecordError>>, kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    Ok(api.get_opt(name).await?.map(|s| {
+        InputsRecord::from_secret_parts(
+            &s.data.unwrap_or_default(),
+            &s.metadata.annotations.unwrap_or_default(),
+        )
+    }))
+}
+
+/// Makes sure the default runner ServiceAccount and its RoleBinding exist in
+/// `namespace` (the ClusterRole comes with the manager's manifests).
+pub async fn ensure_runner_rbac(client: &kube::Client, namespace: &str) -> Result<(), kube::Error> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let mut sa = serde_json::to_value(rbac::runner_service_account(namespace)).expect("serializes");
+    sa["apiVersion"] = "v1".into();
+    sa["kind"] = "ServiceAccount".into();
+    sas.patch(rbac::RUNNER, &params, &Patch::Apply(&sa)).await?;
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+    let mut rb = serde_json::to_value(rbac::runner_role_binding(namespace, rbac::RUNNER))
+        .expect("serializes");
+    rb["apiVersion"] = "rbac.authorization.k8s.io/v1".into();
+    rb["kind"] = "RoleBinding".into();
+    bindings
+        .patch(rbac::RUNNER, &params, &Patch::Apply(&rb))
+        .await?;
+    Ok(())
+}
