@@ -8,7 +8,7 @@ use captf_testenv::TestEnv;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, PostParams};
 
 fn record(hash: &str) -> InputsRecord {
     InputsRecord {
