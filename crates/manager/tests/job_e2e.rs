@@ -16,6 +16,8 @@ use captf_contract::inputs::{
 use captf_contract::outputs::{OutputsReason, RoleOutputs, RootOutputs, decode};
 use captf_contract::{Role, RoleInputs, UserVariables, inputs_hash, render_root};
 use captf_manager::engine::decide::Op;
+use captf_manager::engine::history::Outcome;
+use captf_manager::io::jobs::{jobs_selector, mark_bookkept, observe_jobs};
 use captf_manager::jobs::args::RunnerArgs;
 use captf_manager::jobs::build::{JobRequest, build};
 use captf_manager::names::{WorkloadKind, job_name, state_secret, state_suffix};
