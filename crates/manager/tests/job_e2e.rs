@@ -318,6 +318,39 @@ async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
         format!("local.test/noop-machinepool@sha256:{:0>64}", "2")
     );
 
+    // Bookkeeping reads the same through its own path: the object's Jobs by
+    // owner labels, the finished one's pod, the outcome and the result.
+    let selector = jobs_selector(WorkloadKind::MachinePool, "pool-a");
+    let listed = jobs
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .items;
+    let observed = observe_jobs(&listed, &client, &namespace).await.unwrap();
+    assert_eq!(observed.len(), 1);
+    assert_eq!(
+        (observed[0].record.op, observed[0].record.outcome),
+        (Op::Apply, Outcome::Succeeded)
+    );
+    assert_eq!(
+        observed[0].result.as_ref().map(|r| r.op.as_str()),
+        Some("apply")
+    );
+    mark_bookkept(&client, &namespace, &job, Outcome::Succeeded, None)
+        .await
+        .unwrap();
+    let again = jobs
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .items;
+    let observed = observe_jobs(&again, &client, &namespace).await.unwrap();
+    assert_eq!(observed[0].record.outcome, Outcome::Succeeded);
+    assert!(
+        observed[0].result.is_none(),
+        "a bookkept Job's pod is not read again"
+    );
+
     // The state the backend wrote, read as the controller reads it.
     let secrets: Api<Secret> = ns.api();
     let listed = secrets
