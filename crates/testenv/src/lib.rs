@@ -87,6 +87,8 @@ pub struct TestEnv {
 static ENV: OnceLock<Result<TestEnv, String>> = OnceLock::new();
 /// The running control plane, for the exit hook.
 static RUNNING: Mutex<Option<ControlPlane>> = Mutex::new(None);
+/// The local executor's work folder, removed by the exit hook.
+static EXECUTOR_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 fn use_existing_cluster() -> bool {
     std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
@@ -166,6 +168,8 @@ impl TestEnv {
                 work_dir: std::env::temp_dir()
                     .join(format!("captf-executor-{}", std::process::id())),
             };
+            register_exit_hook();
+            *EXECUTOR_DIR.lock().unwrap_or_else(|p| p.into_inner()) = Some(node.work_dir.clone());
             let (config, map) = (self.config.clone(), images.clone());
             std::thread::Builder::new()
                 .name("captf-local-executor".to_owned())
@@ -375,5 +379,9 @@ extern "C" fn stop_at_exit() {
     if let Some(mut cp) = running {
         cp.stop();
         let _ = std::fs::remove_dir_all(&cp.root);
+    }
+    let executor_dir = EXECUTOR_DIR.lock().ok().and_then(|mut d| d.take());
+    if let Some(dir) = executor_dir {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

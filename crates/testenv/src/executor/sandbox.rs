@@ -182,10 +182,13 @@ fn enter_container(cmd: &mut std::process::Command, p: Prepared) {
     use std::os::unix::process::CommandExt;
     let none: Option<&str> = None;
     // SAFETY: between fork and exec the closure only makes system calls
-    // (unshare, mount, chroot, chdir) on C strings allocated before fork.
+    // (prctl, unshare, mount, chroot, chdir) on C strings allocated before
+    // fork.
     unsafe {
         cmd.pre_exec(move || {
             let err = |e: nix::errno::Errno| std::io::Error::from(e);
+            // A container never outlives the test process that runs it.
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(err)?;
             unshare(CloneFlags::CLONE_NEWNS).map_err(err)?;
             mount(
                 none,
