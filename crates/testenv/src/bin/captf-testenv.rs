@@ -9,6 +9,11 @@ use captf_testenv::TestEnv;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    // Handlers first: a stop may come the moment "ready" is printed.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .expect("installing the SIGINT handler");
     let env = TestEnv::get().await;
     let kubeconfig = env
         .kubeconfig()
@@ -19,10 +24,8 @@ async fn main() {
     println!("PIDS={}", pids.join(" "));
     println!("ready; stop with Ctrl-C");
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("installing the SIGTERM handler");
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = int.recv() => {}
         _ = term.recv() => {}
     }
     // exit() runs the harness's exit hook, which stops the control plane.
