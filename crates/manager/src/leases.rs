@@ -6,10 +6,9 @@
 use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 use crate::engine::decide::Op;
-use crate::names::WorkloadKind;
+use crate::names::{WorkloadKind, sha256_hex};
 
 /// Grace after which a lease whose holder Job never appeared is free.
 pub const HOLDER_GRACE: Duration = Duration::from_secs(60);
@@ -24,11 +23,7 @@ pub fn run_lease_name(suffix: &str) -> String {
 
 /// `captf-cluster-<16 hex of sha256("<namespace>/<cluster>")>`.
 pub fn cluster_lease_name(namespace: &str, cluster: &str) -> String {
-    let digest: String = Sha256::digest(format!("{namespace}/{cluster}").as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = &sha256_hex(format!("{namespace}/{cluster}").as_bytes())[..16];
     format!("captf-cluster-{digest}")
 }
 
@@ -143,12 +138,8 @@ pub enum LockVerdict {
 /// kind and object (any op and attempt) followed by `-` and five characters.
 pub fn is_own_pod(pod: &str, kind: WorkloadKind, object: &str) -> bool {
     let ks = kind.short();
-    let hashed: String = Sha256::digest(object.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    [object, hashed.as_str()].into_iter().any(|name| {
+    let hashed = &sha256_hex(object.as_bytes())[..16];
+    [object, hashed].into_iter().any(|name| {
         let Some(rest) = pod.strip_prefix(&format!("captf-{ks}-{name}-")) else {
             return false;
         };

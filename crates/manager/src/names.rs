@@ -34,7 +34,8 @@ impl WorkloadKind {
     }
 }
 
-fn sha256_hex(data: &[u8]) -> String {
+/// Lower-case hex of the SHA-256 of `data`.
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
     Sha256::digest(data)
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -13,9 +13,8 @@ use std::collections::BTreeMap;
 use captf_api::admission::repository;
 use captf_api::names::{annotations, labels};
 use k8s_openapi::ByteString;
-use sha2::{Digest, Sha256};
 
-use crate::names::{WorkloadKind, name_label};
+use crate::names::{WorkloadKind, name_label, sha256_hex};
 
 /// The two files every record holds.
 pub const MAIN_FILE: &str = "main.tf.json";
@@ -28,11 +27,7 @@ fn bounded(prefix: &str, name: &str) -> String {
     if full.len() <= NAME_MAX {
         return full;
     }
-    let digest: String = Sha256::digest(name.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = &sha256_hex(name.as_bytes())[..16];
     format!("{prefix}{digest}")
 }
 

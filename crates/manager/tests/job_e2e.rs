@@ -23,8 +23,8 @@ use captf_manager::jobs::build::{JobRequest, build};
 use captf_manager::names::{WorkloadKind, job_name, state_secret, state_suffix};
 use captf_manager::rbac;
 use captf_manager::state::reader::{StateSecret, read};
-use captf_testenv::TestEnv;
 use captf_testenv::executor::LocalImage;
+use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
@@ -149,24 +149,6 @@ async fn install_runner_rbac(client: &kube::Client, namespace: &str) {
         .unwrap();
 }
 
-async fn wait_for<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 #[tokio::test]
 async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
     let env = TestEnv::get().await;
@@ -276,7 +258,7 @@ async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
         .await
         .unwrap();
 
-    let condition = wait_for("the Job to finish", 240, || async {
+    let condition = eventually("the Job to finish", 240, || async {
         let j = jobs.get(&job).await.unwrap();
         j.status?
             .conditions?

@@ -221,6 +221,26 @@ impl TestEnv {
     }
 }
 
+/// Polls `check` every 200 ms until it yields a value; panics naming `what`
+/// after `secs` seconds. For tests that wait on controllers.
+pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// A namespace that belongs to one test.
 pub struct TestNamespace {
     name: String,

@@ -2,9 +2,7 @@
 //! version, CRDs that become Established and serve objects, Cluster API's
 //! kinds, garbage collection, namespace deletion and the job controller.
 
-use std::time::Duration;
-
-use captf_testenv::{TestEnv, assets, crds};
+use captf_testenv::{TestEnv, assets, crds, eventually};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -12,27 +10,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(60);
-
-/// Polls `check` every 200 ms until it yields a value, panicking after `WAIT`.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 #[tokio::test]
 async fn apiserver_reports_the_pinned_version() {
@@ -206,6 +183,7 @@ async fn deleting_an_owner_garbage_collects_what_it_owns() {
         .unwrap();
     eventually(
         "the garbage collector to delete the owned Secret",
+        60,
         || async {
             match secrets.get_opt("owned").await.unwrap() {
                 None => Some(()),
@@ -237,7 +215,7 @@ async fn a_job_gets_a_pod_from_the_real_job_controller() {
     let job = jobs.create(&PostParams::default(), &job).await.unwrap();
     let job_uid = job.metadata.uid.unwrap();
 
-    let pod = eventually("the job controller to create a Pod", || async {
+    let pod = eventually("the job controller to create a Pod", 60, || async {
         let lp = ListParams::default().labels("batch.kubernetes.io/job-name=hello");
         pods.list(&lp).await.unwrap().items.into_iter().next()
     })
@@ -254,7 +232,7 @@ async fn a_job_gets_a_pod_from_the_real_job_controller() {
         ("Job", job_uid.as_str())
     );
     // The job controller counts it as active: it really manages the Pod.
-    eventually("the Job status to count the active Pod", || async {
+    eventually("the Job status to count the active Pod", 60, || async {
         let j = jobs.get("hello").await.unwrap();
         (j.status.and_then(|s| s.active) == Some(1)).then_some(())
     })
@@ -296,7 +274,7 @@ async fn a_deleted_namespace_is_finalized_by_the_namespace_controller() {
         .delete(&name, &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the namespace to be removed", || async {
+    eventually("the namespace to be removed", 60, || async {
         namespaces
             .get_opt(&name)
             .await

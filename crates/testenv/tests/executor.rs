@@ -3,32 +3,13 @@
 //! service-account token, and the Job completes or fails on what happened.
 
 use std::path::Path;
-use std::time::Duration;
 
-use captf_testenv::TestEnv;
 use captf_testenv::executor::LocalImage;
+use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-
-async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 /// An "image" whose only file is `/app/run.sh`.
 fn script_image(dir: &Path, script: &str) -> LocalImage {

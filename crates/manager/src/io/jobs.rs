@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use crate::engine::history::Outcome;
-use crate::jobs::observe::{ObservedJob, observe};
+use crate::jobs::observe::{ObservedJob, job_finished, observe};
 use crate::names::{WorkloadKind, name_label};
 
 /// The label selector of an object's Jobs.
@@ -39,16 +39,6 @@ pub async fn newest_pod(
         .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0)))
 }
 
-fn is_finished(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        })
-}
-
 fn bookkept(job: &Job) -> bool {
     job.metadata
         .annotations
@@ -65,7 +55,7 @@ pub async fn observe_jobs(
 ) -> Result<Vec<ObservedJob>, kube::Error> {
     let mut out = Vec::new();
     for job in jobs {
-        let pod = if is_finished(job) && !bookkept(job) {
+        let pod = if job_finished(job) && !bookkept(job) {
             newest_pod(
                 client,
                 namespace,

@@ -14,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 
 use crate::engine::decide::Op;
+use crate::jobs::observe::job_finished;
 use crate::leases::{HolderJob, LeaseVerdict, LeaseView, lease_verdict};
 
 /// Which lease.
@@ -89,13 +90,7 @@ async fn holder_job(jobs: &Api<Job>, name: &str) -> Result<HolderJob, kube::Erro
     let Some(job) = jobs.get_opt(name).await? else {
         return Ok(HolderJob::Absent);
     };
-    let finished = job
-        .status
-        .and_then(|s| s.conditions)
-        .unwrap_or_default()
-        .iter()
-        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
-    Ok(if finished {
+    Ok(if job_finished(&job) {
         HolderJob::Finished
     } else {
         HolderJob::Running

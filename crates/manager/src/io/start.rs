@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 
+use crate::jobs::observe::job_finished;
 use crate::records::run_secret_name;
 
 /// How a start went.
@@ -27,16 +28,6 @@ pub enum Started {
     Deferred {
         reason: String,
     },
-}
-
-fn finished(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        })
 }
 
 fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
@@ -71,7 +62,7 @@ pub async fn create_job(
         });
     };
     let ours = controller_uid(&existing.metadata) == Some(owner_uid);
-    match (ours, finished(&existing)) {
+    match (ours, job_finished(&existing)) {
         (true, false) => Ok(Started::Adopted),
         (true, true) => Ok(Started::Deferred {
             reason: format!("Job {name} already ran; bookkeeping counts it first"),

@@ -69,6 +69,17 @@ pub fn source_container(pod: &Pod) -> (Option<String>, bool) {
     (message, pull_failed)
 }
 
+/// A Job has a true `Complete` or `Failed` condition.
+pub fn job_finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
+}
+
 fn op_of(job: &Job) -> Option<Op> {
     let label = job.metadata.labels.as_ref()?.get(labels::JOB_OP)?;
     Op::ALL.into_iter().find(|op| op.as_str() == label)
