@@ -99,13 +99,20 @@ impl TestEnv {
     /// (missing asset, a process that failed, its log) when it cannot start:
     /// a test never runs without its cluster.
     pub async fn get() -> &'static TestEnv {
-        let env = tokio::task::spawn_blocking(|| ENV.get_or_init(start))
-            .await
-            .expect("starting the test environment panicked");
-        match env {
+        match Self::try_get().await {
             Ok(env) => env,
             Err(e) => panic!("test environment unavailable: {e}"),
         }
+    }
+
+    /// Like [`TestEnv::get`], but returns why the environment could not
+    /// start instead of panicking: for programs (the local demo) that
+    /// report the failure themselves.
+    pub async fn try_get() -> Result<&'static TestEnv, String> {
+        let env = tokio::task::spawn_blocking(|| ENV.get_or_init(start))
+            .await
+            .map_err(|e| format!("starting the test environment panicked: {e}"))?;
+        env.as_ref().map_err(Clone::clone)
     }
 
     /// A new client. Each test gets its own: a client is bound to the runtime

@@ -131,6 +131,59 @@ printf '{"who":"%s"}' "$who" > /dev/termination-log
 }
 
 #[tokio::test]
+async fn a_secret_created_after_the_pod_lets_it_run_to_completion() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    env.executor().insert(
+        "local.test/late:v1",
+        script_image(&tmp.path().join("late"), "test \"$FROM_SECRET\" = s3cr3t\n"),
+    );
+    let jobs: Api<Job> = ns.api();
+    jobs.create(
+        &PostParams::default(),
+        &job("late", "local.test/late:v1", json!({})),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = ns.api();
+    let selector = ListParams::default().labels("batch.kubernetes.io/job-name=late");
+    // Like a kubelet, the executor waits for the missing Secret...
+    eventually("the pod to wait for its Secret", 60, || async {
+        let pod = pods.list(&selector).await.unwrap().items.pop()?;
+        let waiting = pod
+            .status?
+            .container_statuses?
+            .first()?
+            .state
+            .clone()?
+            .waiting?;
+        (waiting.reason.as_deref() == Some("CreateContainerConfigError")).then_some(())
+    })
+    .await;
+    // ...and runs the pod once it exists, reporting each container once.
+    make_secret(&ns).await;
+    let (cond, _) = eventually("the Job to finish", 60, || job_condition(&jobs, "late")).await;
+    assert_eq!(cond, "Complete");
+    let status = pods
+        .list(&selector)
+        .await
+        .unwrap()
+        .items
+        .remove(0)
+        .status
+        .unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Succeeded"));
+    let names: Vec<String> = status
+        .container_statuses
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, ["source"]);
+}
+
+#[tokio::test]
 async fn a_failing_container_fails_the_job_with_its_exit_code_and_message() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;

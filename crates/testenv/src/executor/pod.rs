@@ -20,6 +20,8 @@ use super::volumes::{self, Lookup};
 
 const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// How often a pod whose volumes cannot be built yet tries again.
+const VOLUME_RETRY: Duration = Duration::from_secs(1);
 
 /// What the executor knows about the cluster it runs pods for.
 #[derive(Debug, Clone)]
@@ -128,18 +130,35 @@ impl PodRun {
             client: self.client.clone(),
             namespace: self.namespace(),
         };
-        let volumes = match volumes::prepare(&lookup, &self.pod, &pod_dir.join("volumes")).await {
-            Ok(v) => v,
-            Err(message) => {
-                progress.main = spec
-                    .containers
-                    .iter()
-                    .map(|c| self.waiting(c, "CreateContainerConfigError", &message))
-                    .collect();
-                self.report(&progress).await;
-                return self.finish_deletion().await;
+        // Like a kubelet, keep trying while a volume's Secret or ConfigMap
+        // is missing: it may be created right after the pod.
+        let mut reported = String::new();
+        let volumes = loop {
+            match volumes::prepare(&lookup, &self.pod, &pod_dir.join("volumes")).await {
+                Ok(v) => break v,
+                Err(message) => {
+                    if message != reported {
+                        progress.main = spec
+                            .containers
+                            .iter()
+                            .map(|c| self.waiting(c, "CreateContainerConfigError", &message))
+                            .collect();
+                        self.report(&progress).await;
+                        reported = message;
+                    }
+                    if self.terminating() {
+                        return self.finish_deletion().await;
+                    }
+                    tokio::select! {
+                        _ = self.terminate.changed() => {}
+                        _ = tokio::time::sleep(VOLUME_RETRY) => {}
+                    }
+                }
             }
         };
+        // The waiting entries stood for containers that had not started;
+        // each container now reports for itself.
+        progress.main.clear();
         self.report(&progress).await;
 
         for c in spec.init_containers.iter().flatten() {
