@@ -4,11 +4,13 @@
 pub mod adapters;
 pub mod capi;
 pub mod engine;
+pub mod identity;
 pub mod io;
 pub mod jobs;
 pub mod leases;
 pub mod names;
 pub mod rbac;
+pub mod reconcile;
 pub mod records;
 pub mod state;
 pub mod webhook;

@@ -38,7 +38,7 @@ pub fn parse_result(message: Option<&str>) -> Result<ResultDoc, ResultError> {
     }
 }
 
-fn error_kind_name(kind: &ErrorKind) -> &'static str {
+pub(crate) fn error_kind_name(kind: &ErrorKind) -> &'static str {
     match kind {
         ErrorKind::ImageLayout => "image-layout",
         ErrorKind::Step => "step",
@@ -69,6 +69,18 @@ pub fn source_container(pod: &Pod) -> (Option<String>, bool) {
     (message, pull_failed)
 }
 
+/// The `source` container's `imageID`, when the runtime reported one.
+pub fn source_image_id(pod: &Pod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == "source")
+        .map(|c| c.image_id.clone())
+        .filter(|id| !id.is_empty())
+}
+
 /// A Job has a true `Complete` or `Failed` condition.
 pub fn job_finished(job: &Job) -> bool {
     job.status
@@ -93,6 +105,9 @@ pub struct ObservedJob {
     pub result: Option<ResultDoc>,
     pub result_error: Option<ResultError>,
     pub image_pull_failed: bool,
+    /// The `source` container's `imageID` (`repo@sha256:...`), when its pod
+    /// was read: the digest an apply pins.
+    pub image_id: Option<String>,
 }
 
 /// Observes `job` and, when it finished and was not bookkept yet, its newest
@@ -182,6 +197,7 @@ pub fn observe(job: &Job, pod: Option<&Pod>) -> Option<ObservedJob> {
         result,
         result_error,
         image_pull_failed,
+        image_id: pod.and_then(source_image_id),
     })
 }
 

@@ -1,0 +1,70 @@
+//! What a deleted object leaves behind is removed before its finalizer
+//! goes: state Secrets, inputs records, the plan key, leases.
+
+use captf_api::names::labels;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams};
+
+use super::pass::plan_key_name;
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::io::state::state_selector;
+use crate::leases::run_lease_name;
+use crate::names::{name_label, state_lock_lease, state_suffix};
+use crate::records::{applied_record_name, attempt_record_name};
+
+async fn delete_secret(api: &Api<Secret>, name: &str) -> Result<(), Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes every Secret and Lease the object made. Safe to repeat.
+pub async fn cleanup<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let suffix = state_suffix(K::KIND, &ns, &name);
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let state = secrets
+        .list(&ListParams::default().labels(&state_selector(&suffix)))
+        .await?;
+    for s in state.items {
+        delete_secret(&secrets, &s.name_any()).await?;
+    }
+    // Backups and anything else labeled as this object's.
+    let owned = format!(
+        "{}={},{}={}",
+        labels::OWNER_KIND,
+        K::KIND.kind(),
+        labels::OWNER_NAME,
+        name_label(&name)
+    );
+    for s in secrets
+        .list(&ListParams::default().labels(&owned))
+        .await?
+        .items
+    {
+        delete_secret(&secrets, &s.name_any()).await?;
+    }
+    for n in [
+        attempt_record_name(K::KIND, &name),
+        applied_record_name(K::KIND, &name),
+        plan_key_name(K::KIND, &name),
+    ] {
+        delete_secret(&secrets, &n).await?;
+    }
+    super::credentials::release(ctx, obj).await?;
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
+    for n in [run_lease_name(&suffix), state_lock_lease(&suffix)] {
+        match leases.delete(&n, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,693 @@
+//! The pass skeleton every Job-running kind follows: the preamble with its
+//! early exits, credentials and RBAC, bookkeeping, the decision input, the
+//! start request per op, Ready, and the closing status patch.
+
+use std::time::{Duration, SystemTime};
+
+use captf_api::common::IdentityReference;
+use captf_api::effective::EffectiveJobPolicy;
+use captf_api::names::{annotations, conditions, events, reasons};
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use serde_json::Value;
+
+use super::pass::{self, Booked, Loaded, StartOutcome, StartRequest};
+use super::status::{Draft, system_time};
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::adapters::{OwnerDecision, dependencies_ready};
+use crate::engine::decide::{
+    self, ACTIVE_JOB_REQUEUE, Action as Decided, ApplyGate, DecideInput, Decision, DriftView,
+    Membership, Op, Reason, RefreshView, StateView,
+};
+use crate::engine::history::{self, JobRecord, Outcome};
+use crate::engine::job_conditions::ConditionValue;
+use crate::engine::preamble::{Preamble, PreambleInput, preamble};
+use crate::engine::ready::{SummaryInput, summarize};
+use crate::io::records::{ensure_runner_rbac, read_record};
+use crate::names::state_suffix;
+use crate::records::{InputsRecord, RecordMeta, applied_record_name, attempt_record_name};
+use crate::state::reader::{StateError, StateSummary};
+
+/// What a kind resolved before the shared flow.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    pub owner: OwnerDecision,
+    pub paused: bool,
+    pub cluster_name: String,
+    pub jobs: EffectiveJobPolicy,
+    pub drift_interval: Option<Duration>,
+    pub drift_remediate: bool,
+    pub identity: Option<IdentityReference>,
+    pub mutable: bool,
+    pub membership: Option<Membership>,
+    /// A refresh follows every successful apply (pools).
+    pub after_apply_refresh: bool,
+}
+
+/// Current inputs, rendered.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub files: (String, String),
+    pub hash: String,
+    pub image: String,
+}
+
+/// A pass past the preamble.
+pub struct Pass {
+    pub draft: Draft,
+    pub loaded: Loaded,
+    pub booked: Booked,
+    pub active: Option<JobRecord>,
+    pub shared: Shared,
+    pub credentials_secret: Option<String>,
+    deleting: bool,
+    pool: bool,
+}
+
+impl Pass {
+    pub fn deleting(&self) -> bool {
+        self.deleting
+    }
+}
+
+pub enum Opened {
+    Done(Action),
+    Pass(Box<Pass>),
+}
+
+fn limits(jobs: &EffectiveJobPolicy) -> (u32, u32) {
+    (
+        jobs.successful_jobs_history_limit.max(0) as u32,
+        jobs.failed_jobs_history_limit.max(0) as u32,
+    )
+}
+
+pub async fn applied_record<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+) -> Result<Option<InputsRecord>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    Ok(read_record(
+        &ctx.client,
+        &ns,
+        &applied_record_name(K::KIND, &obj.name_any()),
+    )
+    .await?
+    .and_then(Result::ok))
+}
+
+pub async fn attempt_record<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+) -> Result<Option<InputsRecord>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    Ok(read_record(
+        &ctx.client,
+        &ns,
+        &attempt_record_name(K::KIND, &obj.name_any()),
+    )
+    .await?
+    .and_then(Result::ok))
+}
+
+fn deleting_condition(deleting: bool, paused: bool) -> ConditionValue {
+    match (deleting, paused) {
+        (false, _) => ConditionValue {
+            status: "False",
+            reason: reasons::NOT_DELETING,
+            message: String::new(),
+        },
+        (true, true) => ConditionValue {
+            status: "True",
+            reason: reasons::DELETING,
+            message: "deletion waits until the object is unpaused".into(),
+        },
+        (true, false) => ConditionValue {
+            status: "True",
+            reason: reasons::DELETING,
+            message: "destroying the infrastructure".into(),
+        },
+    }
+}
+
+fn paused_condition(paused: bool) -> ConditionValue {
+    if paused {
+        ConditionValue {
+            status: "True",
+            reason: reasons::PAUSED,
+            message: "paused: bookkeeping only, no new Job".into(),
+        }
+    } else {
+        ConditionValue {
+            status: "False",
+            reason: reasons::NOT_PAUSED,
+            message: String::new(),
+        }
+    }
+}
+
+/// The preamble and the opening stages. `Done` ends the pass.
+pub async fn open<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    shared: &Shared,
+    now: SystemTime,
+) -> Result<Opened, Error> {
+    let deleting = obj.meta().deletion_timestamp.is_some();
+    let generation = obj.meta().generation.unwrap_or(0);
+    let mut draft = Draft::new(obj.conditions(), generation, now);
+    let loaded = pass::load_jobs(ctx, obj).await?;
+    let nothing_to_clean_up = if deleting {
+        let read = pass::state(ctx, obj).await?;
+        loaded.jobs.is_empty()
+            && matches!(read, Err(StateError::NotFound))
+            && !obj.provisioned()
+            && applied_record(ctx, obj).await?.is_none()
+    } else {
+        false
+    };
+    let pre = preamble(&PreambleInput {
+        externally_managed: obj.annotations().contains_key(annotations::MANAGED_BY),
+        deleting,
+        has_finalizer: obj.has_finalizer(),
+        owner: shared.owner.lookup,
+        paused: shared.paused,
+        nothing_to_clean_up,
+    });
+    let pool = K::KIND == crate::names::WorkloadKind::MachinePool;
+    match pre {
+        Preamble::Skip => return Ok(Opened::Done(Action::await_change())),
+        Preamble::ReleaseExternallyManaged => {
+            pass::remove_finalizer(ctx, obj).await?;
+            pass::event(
+                ctx,
+                obj,
+                false,
+                events::EXTERNALLY_MANAGED_RELEASED,
+                "Delete",
+                "externally managed: finalizer removed, nothing destroyed".into(),
+            )
+            .await;
+            return Ok(Opened::Done(Action::await_change()));
+        }
+        Preamble::AddFinalizer => {
+            pass::add_finalizer(ctx, obj).await?;
+            return Ok(Opened::Done(Action::requeue(Duration::from_millis(100))));
+        }
+        Preamble::DropFinalizer => {
+            super::cleanup::cleanup(ctx, obj).await?;
+            pass::remove_finalizer(ctx, obj).await?;
+            return Ok(Opened::Done(Action::await_change()));
+        }
+        Preamble::WaitForOwner | Preamble::OwnerGated(_) => {
+            if let Some(c) = &shared.owner.condition {
+                draft.set(conditions::DEPENDENCIES_READY, c);
+            }
+            draft.set(conditions::DELETING, &deleting_condition(deleting, false));
+            set_ready(&mut draft, obj.provisioned(), pool);
+            pass::finish(ctx, obj, &draft, &[]).await?;
+            return Ok(Opened::Done(Action::requeue(Duration::from_secs(30))));
+        }
+        Preamble::Paused | Preamble::Proceed => {}
+    }
+    let paused = pre == Preamble::Paused;
+    draft.set(conditions::PAUSED, &paused_condition(paused));
+    draft.set(conditions::DELETING, &deleting_condition(deleting, paused));
+    if shared.owner.condition.is_none() {
+        draft.set(conditions::DEPENDENCIES_READY, &dependencies_ready());
+    }
+    let mut credentials_secret = None;
+    if !paused {
+        // Credentials and the runner's RBAC, every pass for a live object.
+        match super::credentials::check(ctx, obj, shared.identity.as_ref(), &mut draft).await? {
+            super::credentials::Verdict::Ready(secret) => credentials_secret = secret,
+            super::credentials::Verdict::Blocked => {
+                let booked = pass::bookkeep(
+                    ctx,
+                    obj,
+                    &loaded,
+                    &mut draft,
+                    limits(&shared.jobs),
+                    shared.drift_interval.is_some(),
+                )
+                .await?;
+                set_ready(&mut draft, obj.provisioned(), pool);
+                pass::finish(ctx, obj, &draft, &booked.marks).await?;
+                return Ok(Opened::Done(Action::requeue(Duration::from_secs(15))));
+            }
+        }
+        let ns = obj.namespace().unwrap_or_default();
+        let rbac = match ensure_runner_rbac(&ctx.client, &ns).await {
+            Ok(()) => ConditionValue {
+                status: "True",
+                reason: reasons::RBAC_READY,
+                message: format!("ServiceAccount {} can run Jobs", crate::rbac::RUNNER),
+            },
+            Err(e) => ConditionValue {
+                status: "False",
+                reason: reasons::RBAC_FAILED,
+                message: format!("runner ServiceAccount or RoleBinding: {e}"),
+            },
+        };
+        draft.set(conditions::RUNNER_RBAC_READY, &rbac);
+    }
+    let booked = pass::bookkeep(
+        ctx,
+        obj,
+        &loaded,
+        &mut draft,
+        limits(&shared.jobs),
+        shared.drift_interval.is_some(),
+    )
+    .await?;
+    let active = booked.active.clone();
+    let mut p = Pass {
+        draft,
+        loaded,
+        booked,
+        active,
+        shared: shared.clone(),
+        credentials_secret,
+        deleting,
+        pool,
+    };
+    if p.active.is_none() {
+        // No Job runs: the block-move annotation and activeJob go.
+        pass::set_block_move(ctx, obj, false).await?;
+        p.draft.field("activeJob", Value::Null);
+    }
+    if paused {
+        let action = if p.active.is_some() {
+            close_active(ctx, obj, &mut p, now).await?
+        } else {
+            close(ctx, obj, &mut p, Some(ctx.config.sync_period)).await?
+        };
+        return Ok(Opened::Done(action));
+    }
+    Ok(Opened::Pass(Box::new(p)))
+}
+
+/// `Ready` from the kind's inputs.
+pub fn set_ready(draft: &mut Draft, provisioned: bool, pool: bool) {
+    let i = |type_, negative, optional| SummaryInput {
+        type_,
+        negative,
+        optional,
+    };
+    let inputs: Vec<SummaryInput<'_>> = if provisioned {
+        let mut v = vec![
+            i(conditions::INFRASTRUCTURE_HEALTHY, false, false),
+            i(conditions::DELETING, true, true),
+        ];
+        if pool {
+            v.push(i(conditions::APPLY_JOB_SUCCEEDED, false, false));
+        }
+        v
+    } else {
+        vec![
+            i(conditions::DEPENDENCIES_READY, false, false),
+            i(conditions::IDENTITY_ALLOWED, false, true),
+            i(conditions::CREDENTIALS_MIRRORED, false, true),
+            i(conditions::RUNNER_RBAC_READY, false, true),
+            i(conditions::APPLY_JOB_SUCCEEDED, false, false),
+            i(conditions::STATE_READABLE, false, false),
+            i(conditions::OUTPUTS_VALID, false, true),
+            i(conditions::DELETING, true, true),
+        ]
+    };
+    let s = summarize(&inputs, &draft.views());
+    draft.set(
+        conditions::READY,
+        &ConditionValue {
+            status: s.status,
+            reason: s.reason,
+            message: s.message,
+        },
+    );
+}
+
+fn provisioned_in(draft: &Draft, obj_provisioned: bool) -> bool {
+    draft
+        .field_value("initialization")
+        .and_then(|v| v.get("provisioned"))
+        .and_then(Value::as_bool)
+        .unwrap_or(obj_provisioned)
+}
+
+/// Ends a pass that starts nothing: Ready, the patch, the marks.
+pub async fn close<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut Pass,
+    requeue: Option<Duration>,
+) -> Result<Action, Error> {
+    let provisioned = provisioned_in(&p.draft, obj.provisioned());
+    set_ready(&mut p.draft, provisioned, p.pool);
+    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    let after = requeue
+        .unwrap_or(ctx.config.sync_period)
+        .min(ctx.config.sync_period);
+    Ok(Action::requeue(after.max(Duration::from_millis(200))))
+}
+
+/// A Job runs: delete it if it can never start, else keep waiting.
+pub async fn close_active<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut Pass,
+    now: SystemTime,
+) -> Result<Action, Error> {
+    let active = p.active.clone().expect("an active Job");
+    if pass::delete_if_stuck(ctx, obj, &active, now).await? {
+        p.draft.field("activeJob", Value::Null);
+        return close(ctx, obj, p, Some(Duration::from_secs(1))).await;
+    }
+    pass::set_block_move(ctx, obj, true).await?;
+    p.draft.field(
+        "activeJob",
+        captf_api::common::ActiveJob {
+            name: active.name.clone(),
+            operation: active.op,
+            attempt: active.attempt as i32,
+            start_time: Some(super::status::time(active.created)),
+        },
+    );
+    close(ctx, obj, p, Some(ACTIVE_JOB_REQUEUE)).await
+}
+
+fn status_time<K: Workload>(obj: &K, draft: &Draft, key: &str) -> Option<SystemTime> {
+    if let Some(v) = draft.field_value(key) {
+        return serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>(
+            v.clone(),
+        )
+        .ok()
+        .map(|t| system_time(&t));
+    }
+    let s = obj.workspace_status()?;
+    let t = match key {
+        "lastDriftCheck" => s.last_drift_check.as_ref(),
+        "lastRefresh" => s.last_refresh.as_ref(),
+        _ => None,
+    };
+    t.map(system_time)
+}
+
+fn last_success(records: &[JobRecord], op: Op) -> Option<SystemTime> {
+    records
+        .iter()
+        .filter(|r| r.op == op && r.outcome == Outcome::Succeeded)
+        .filter_map(|r| r.finished)
+        .max()
+}
+
+/// The decision of this pass, with the deletion end: a deleting object
+/// whose destroy succeeded (after its last apply) is released.
+#[allow(clippy::too_many_arguments)]
+pub fn decide<K: Workload>(
+    obj: &K,
+    p: &Pass,
+    read: &Result<StateSummary, StateError>,
+    current: Option<&Rendered>,
+    gate: ApplyGate,
+    health_pending: bool,
+    provisioned: bool,
+    now: SystemTime,
+) -> Decision {
+    let records = p.loaded.records();
+    let destroyed = last_success(&records, Op::Destroy);
+    if p.deleting && destroyed.is_some() && destroyed >= last_success(&records, Op::Apply) {
+        return Decision {
+            action: Decided::DropFinalizer,
+            reason: Reason::Deleting,
+            backoff: false,
+            requeue: None,
+        };
+    }
+    let ever_applied = provisioned || last_success(&records, Op::Apply).is_some();
+    let state = match read {
+        Ok(s) => StateView {
+            exists: true,
+            held: false,
+            inputs_hash: s.inputs_hash.clone(),
+        },
+        Err(StateError::NotFound) => StateView {
+            exists: false,
+            held: ever_applied,
+            inputs_hash: None,
+        },
+        Err(_) => StateView {
+            exists: true,
+            held: true,
+            inputs_hash: None,
+        },
+    };
+    let last_check = status_time(obj, &p.draft, "lastDriftCheck");
+    let last_refresh = status_time(obj, &p.draft, "lastRefresh");
+    let last_apply_success = last_success(&records, Op::Apply);
+    let input = DecideInput {
+        now,
+        uid: obj.uid().unwrap_or_default(),
+        created: obj
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, system_time),
+        mutable: p.shared.mutable,
+        deleting: p.deleting,
+        retain: false,
+        job_active: false,
+        restore_requested: false,
+        state,
+        current_hash: current.map(|c| c.hash.clone()),
+        unconfirmed_apply: false,
+        last_apply_failed: history::last_apply_failed(&records),
+        last_apply_success,
+        failed_limit: p.shared.jobs.failed_jobs_history_limit.max(1) as u32,
+        history: history::history(&records),
+        gate,
+        drift: DriftView {
+            interval: p.shared.drift_interval,
+            last_check,
+            detected: p.draft.is_true(conditions::DRIFT_DETECTED),
+            remediate: p.shared.drift_remediate,
+            remediation_failures: history::remediation_failures(&records, last_check),
+        },
+        refresh: RefreshView {
+            last: last_refresh,
+            after_apply_due: p.shared.after_apply_refresh
+                && last_apply_success.is_some_and(|a| last_refresh.is_none_or(|r| r < a)),
+            health_pending,
+            pending_refreshes: obj
+                .workspace_status()
+                .and_then(|s| s.pending_refreshes)
+                .unwrap_or(0)
+                .max(0) as u32,
+            health_interval: None,
+        },
+        membership: p.shared.membership.clone(),
+    };
+    decide::decide(&input)
+}
+
+fn rfc3339(t: Option<SystemTime>) -> String {
+    t.map(|t| super::status::time(t).0.to_string())
+        .unwrap_or_default()
+}
+
+/// The request for starting `op`, or `None` when its inputs are missing.
+#[allow(clippy::too_many_arguments)]
+pub async fn start_request<K: Workload>(
+    _ctx: &Context,
+    obj: &K,
+    p: &Pass,
+    read: &Result<StateSummary, StateError>,
+    op: Op,
+    remediation: bool,
+    current: Option<&Rendered>,
+    applied: Option<&InputsRecord>,
+    attempt: Option<&InputsRecord>,
+) -> Result<Option<StartRequest>, Error> {
+    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.clone());
+    let recorded = applied.or(attempt);
+    let identity = p.shared.identity.as_ref();
+    let (files, hash, image, tick, record) = match op {
+        Op::Apply | Op::Plan => {
+            let Some(cur) = current else { return Ok(None) };
+            let tick = if remediation {
+                format!(
+                    "remediate/{}",
+                    rfc3339(status_time(obj, &p.draft, "lastDriftCheck"))
+                )
+            } else {
+                String::new()
+            };
+            let record = (op == Op::Apply).then(|| InputsRecord {
+                main_tf_json: cur.files.0.clone(),
+                tfvars_json: cur.files.1.clone(),
+                meta: RecordMeta {
+                    inputs_hash: cur.hash.clone(),
+                    image: cur.image.clone(),
+                    image_digest: None,
+                    identity: identity.map(|i| i.name.clone()),
+                    identity_kind: identity.and_then(|i| i.kind).map(|k| {
+                        serde_json::to_value(k)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    }),
+                    job: None,
+                },
+            });
+            (
+                cur.files.clone(),
+                cur.hash.clone(),
+                cur.image.clone(),
+                tick,
+                record,
+            )
+        }
+        Op::Refresh | Op::Drift => {
+            let (files, image) = match (current, recorded) {
+                (Some(cur), rec) if p.shared.mutable => (
+                    cur.files.clone(),
+                    rec.map(InputsRecord::pinned_image)
+                        .unwrap_or_else(|| cur.image.clone()),
+                ),
+                (_, Some(r)) => (
+                    (r.main_tf_json.clone(), r.tfvars_json.clone()),
+                    r.pinned_image(),
+                ),
+                (Some(cur), None) => (cur.files.clone(), cur.image.clone()),
+                (None, None) => return Ok(None),
+            };
+            let hash = state_hash
+                .clone()
+                .or_else(|| current.map(|c| c.hash.clone()))
+                .unwrap_or_default();
+            let key = if op == Op::Refresh {
+                "lastRefresh"
+            } else {
+                "lastDriftCheck"
+            };
+            (
+                files,
+                hash,
+                image,
+                rfc3339(status_time(obj, &p.draft, key)),
+                None,
+            )
+        }
+        Op::Destroy => {
+            let (files, image, rec_hash) = match (recorded, current) {
+                (Some(r), _) => (
+                    (r.main_tf_json.clone(), r.tfvars_json.clone()),
+                    r.pinned_image(),
+                    r.meta.inputs_hash.clone(),
+                ),
+                (None, Some(cur)) => (cur.files.clone(), cur.image.clone(), cur.hash.clone()),
+                (None, None) => return Ok(None),
+            };
+            (
+                files,
+                state_hash.unwrap_or(rec_hash),
+                image,
+                String::new(),
+                None,
+            )
+        }
+        Op::Restore => return Ok(None),
+    };
+    Ok(Some(StartRequest {
+        op,
+        approval: None,
+        remediation,
+        files,
+        inputs_hash: hash,
+        tick,
+        image,
+        attempt_record: record,
+        guard: None,
+        plan_key_secret: None,
+        cluster_name: p.shared.cluster_name.clone(),
+        jobs: p.shared.jobs.clone(),
+        credentials_secret: p.credentials_secret.clone(),
+        annotations: Default::default(),
+    }))
+}
+
+/// Starts the decided Job and closes the pass.
+pub async fn start<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut Pass,
+    req: StartRequest,
+    decision: &Decision,
+    now: SystemTime,
+) -> Result<Action, Error> {
+    let op = req.op;
+    let records = p.loaded.records();
+    if decision.reason == Reason::InputsChanged {
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::INPUTS_CHANGED,
+            "Apply",
+            "the inputs changed; applying them".into(),
+        )
+        .await;
+    }
+    if decision.reason == Reason::DriftRemediation {
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::DRIFT_REMEDIATION_STARTED,
+            "Apply",
+            "re-applying to remove drift".into(),
+        )
+        .await;
+    }
+    if op == Op::Destroy && !records.iter().any(|r| r.op == Op::Destroy) {
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::DELETION_STARTED,
+            "Delete",
+            "destroying the infrastructure".into(),
+        )
+        .await;
+    }
+    let outcome = pass::start(ctx, obj, &records, req, &mut p.draft, now).await?;
+    let requeue = match outcome {
+        StartOutcome::Started { .. } => ACTIVE_JOB_REQUEUE,
+        StartOutcome::Waiting { requeue } => requeue,
+    };
+    close(ctx, obj, p, Some(requeue)).await
+}
+
+/// Deletion ends: everything the object made goes, then its finalizer.
+pub async fn release<K: Workload>(ctx: &Context, obj: &K, p: &mut Pass) -> Result<Action, Error> {
+    if !p.deleting {
+        return close(ctx, obj, p, None).await;
+    }
+    // The status goes first so the bookkept marks land; the object may be
+    // gone right after the finalizer.
+    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::cleanup::cleanup(ctx, obj).await?;
+    let ns = obj.namespace().unwrap_or_default();
+    let _ = state_suffix(K::KIND, &ns, &obj.name_any());
+    pass::event(
+        ctx,
+        obj,
+        false,
+        events::FINALIZER_REMOVED,
+        "Delete",
+        "infrastructure destroyed; finalizer removed".into(),
+    )
+    .await;
+    pass::remove_finalizer(ctx, obj).await?;
+    Ok(Action::await_change())
+}

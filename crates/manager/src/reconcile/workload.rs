@@ -1,0 +1,86 @@
+//! What the shared pass reads of every Job-running kind.
+
+use std::fmt::Debug;
+
+use captf_api::common::{WorkspaceSpec, WorkspaceStatus};
+use captf_api::names::finalizers;
+use captf_api::{TerraformCluster, TerraformMachinePool};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::names::WorkloadKind;
+
+pub trait Workload:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    const KIND: WorkloadKind;
+    const FINALIZER: &'static str;
+    fn workspace(&self) -> &WorkspaceSpec;
+    fn workspace_status(&self) -> Option<&WorkspaceStatus>;
+    fn conditions(&self) -> &[Condition];
+
+    /// The controller owner reference Jobs and records point back with.
+    fn owner_reference(&self) -> OwnerReference {
+        self.controller_owner_ref(&())
+            .expect("a stored object has a name and UID")
+    }
+
+    fn provisioned(&self) -> bool {
+        self.workspace_status()
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.provisioned)
+            .unwrap_or(false)
+    }
+
+    fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions().iter().find(|c| c.type_ == type_)
+    }
+
+    fn has_finalizer(&self) -> bool {
+        self.finalizers().iter().any(|f| f == Self::FINALIZER)
+    }
+}
+
+impl Workload for TerraformCluster {
+    const KIND: WorkloadKind = WorkloadKind::Cluster;
+    const FINALIZER: &'static str = finalizers::TERRAFORM_CLUSTER;
+    fn workspace(&self) -> &WorkspaceSpec {
+        &self.spec.workspace
+    }
+    fn workspace_status(&self) -> Option<&WorkspaceStatus> {
+        self.status.as_ref().map(|s| &s.workspace)
+    }
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default()
+    }
+}
+
+impl Workload for TerraformMachinePool {
+    const KIND: WorkloadKind = WorkloadKind::MachinePool;
+    const FINALIZER: &'static str = finalizers::TERRAFORM_MACHINE_POOL;
+    fn workspace(&self) -> &WorkspaceSpec {
+        &self.spec.workspace
+    }
+    fn workspace_status(&self) -> Option<&WorkspaceStatus> {
+        self.status.as_ref().map(|s| &s.workspace)
+    }
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,357 @@
+//! A TerraformMachinePool end to end on the noop modules: the controllers
+//! in this process, the real control plane, the local executor running the
+//! real runner and OpenTofu. The test plays the Cluster API controllers
+//! (owner references, the bootstrap data Secret).
+
+mod support;
+
+use std::time::Duration;
+
+use captf_api::{TerraformCluster, TerraformMachinePool};
+use captf_manager::capi;
+use captf_testenv::{TestEnv, TestNamespace, eventually};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::*;
+
+const CLUSTER_MODULE: &str = "local.test/noop-cluster:v1";
+const POOL_MODULE: &str = "local.test/noop-machinepool:v1";
+
+fn dynamic(value: Value) -> DynamicObject {
+    serde_json::from_value(value).unwrap()
+}
+
+async fn create(ns: &TestNamespace, ar: &kube::api::ApiResource, obj: Value) -> DynamicObject {
+    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), ar);
+    api.create(&PostParams::default(), &dynamic(obj))
+        .await
+        .unwrap()
+}
+
+fn plain_secret(name: &str, data: &[(&str, &str)], labels: Value) -> Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "stringData": data.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect::<serde_json::Map<_, _>>(),
+    }))
+    .unwrap()
+}
+
+/// A provisioned cluster and a MachinePool of `replicas` with its pool.
+async fn bring_up(ns: &TestNamespace, replicas: i32, mp_annotations: Value) {
+    let secrets = ns.api::<Secret>();
+    secrets
+        .create(
+            &PostParams::default(),
+            &plain_secret("creds", &[("token", "x")], json!({})),
+        )
+        .await
+        .unwrap();
+    secrets
+        .create(
+            &PostParams::default(),
+            &plain_secret(
+                "pool-bootstrap",
+                &[("value", "#cloud-config\n"), ("format", "cloud-config")],
+                json!({"cluster.x-k8s.io/cluster-name": "prod"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let cluster = create(ns, &capi::cluster_resource(), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "prod"},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": "prod"}},
+    }))
+    .await;
+    let tc: TerraformCluster = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
+        "metadata": {"name": "prod", "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "prod", "uid": cluster.metadata.uid.clone().unwrap()}]},
+        "spec": {"source": {"image": CLUSTER_MODULE}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
+    }))
+    .unwrap();
+    ns.api::<TerraformCluster>()
+        .create(&PostParams::default(), &tc)
+        .await
+        .unwrap();
+    let mp = create(ns, &capi::machine_pool_resource(), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+        "metadata": {"name": "pool-a", "labels": {"cluster.x-k8s.io/cluster-name": "prod"}, "annotations": mp_annotations},
+        "spec": {
+            "clusterName": "prod",
+            "replicas": replicas,
+            "template": {"spec": {
+                "clusterName": "prod",
+                "bootstrap": {"dataSecretName": "pool-bootstrap"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformMachinePool", "name": "pool-a"},
+                "version": "v1.37.2",
+            }},
+        },
+    }))
+    .await;
+    let pool: TerraformMachinePool = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+        "metadata": {"name": "pool-a", "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "pool-a", "uid": mp.metadata.uid.clone().unwrap()}]},
+        "spec": {"source": {"image": POOL_MODULE}, "identityRef": {"kind": "Secret", "name": "creds"}, "membershipRefreshIntervalSeconds": 15},
+    }))
+    .unwrap();
+    ns.api::<TerraformMachinePool>()
+        .create(&PostParams::default(), &pool)
+        .await
+        .unwrap();
+}
+
+fn condition<'a>(p: &'a TerraformMachinePool, type_: &str) -> Option<&'a Condition> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+fn is(p: &TerraformMachinePool, type_: &str, status: &str) -> bool {
+    condition(p, type_).is_some_and(|c| c.status == status)
+}
+
+async fn wait_pool(
+    ns: &TestNamespace,
+    what: &str,
+    secs: u64,
+    check: impl Fn(&TerraformMachinePool) -> bool,
+) -> TerraformMachinePool {
+    let api = ns.api::<TerraformMachinePool>();
+    let last = std::sync::Mutex::new(String::new());
+    eventually(what, secs, || async {
+        let p = api.get("pool-a").await.ok()?;
+        let seen = format!(
+            "{:?} ids={:?} replicas={:?}",
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .map(|cs| cs
+                    .iter()
+                    .map(|c| format!("{}={}/{}: {}", c.type_, c.status, c.reason, c.message))
+                    .collect::<Vec<_>>()),
+            p.spec.provider_id_list,
+            p.status.as_ref().and_then(|s| s.replicas)
+        );
+        let mut l = last.lock().unwrap();
+        if *l != seen {
+            eprintln!("pool-a: {seen}");
+            *l = seen;
+        }
+        check(&p).then_some(p)
+    })
+    .await
+}
+
+fn ops(jobs: &[Job], op: &str) -> usize {
+    jobs.iter()
+        .filter(|j| {
+            j.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("captf.infrastructure.cluster.x-k8s.io/op"))
+                .map(String::as_str)
+                == Some(op)
+        })
+        .filter(|j| {
+            j.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("captf.infrastructure.cluster.x-k8s.io/owner-kind"))
+                .map(String::as_str)
+                == Some("TerraformMachinePool")
+        })
+        .count()
+}
+
+async fn scale(ns: &TestNamespace, replicas: i32) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &capi::machine_pool_resource());
+    api.patch(
+        "pool-a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+    )
+    .await
+    .unwrap();
+}
+
+fn ids(p: &TerraformMachinePool) -> Vec<String> {
+    p.spec.provider_id_list.clone().unwrap_or_default()
+}
+
+async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path) -> Manager {
+    env.executor().insert(MANAGER_IMAGE, manager_image(tmp));
+    insert_module(env, CLUSTER_MODULE, module_image(tmp, "cluster", "v1", &[]));
+    insert_module(
+        env,
+        POOL_MODULE,
+        module_image(tmp, "machinepool", "v1", &[]),
+    );
+    install_runner_role(&ns.client()).await;
+    start_manager(ns.client(), ns.name())
+}
+
+#[tokio::test]
+async fn a_pool_scales_rotates_and_goes_away_cleanly() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+    bring_up(&ns, 3, json!({})).await;
+
+    let p = wait_pool(&ns, "a pool of 3 to be Ready", 300, |p| {
+        is(p, "Ready", "True") && ids(p).len() == 3
+    })
+    .await;
+    let list = ids(&p);
+    let mut sorted = list.clone();
+    sorted.sort();
+    assert_eq!(list, sorted, "provider IDs are sorted");
+    let status = p.status.clone().unwrap();
+    assert_eq!(status.replicas, Some(3));
+    assert_eq!(status.instances.map(|i| i.len()), Some(3));
+    assert_eq!(status.ready, Some(true));
+
+    // Scale to 2, then to 0: re-applies; zero stays provisioned.
+    scale(&ns, 2).await;
+    wait_pool(&ns, "the pool to shrink to 2", 240, |p| {
+        ids(p).len() == 2 && p.status.as_ref().and_then(|s| s.replicas) == Some(2)
+    })
+    .await;
+    scale(&ns, 0).await;
+    let p = wait_pool(&ns, "the pool to shrink to 0", 240, |p| {
+        ids(p).is_empty() && p.status.as_ref().and_then(|s| s.replicas) == Some(0)
+    })
+    .await;
+    assert_eq!(
+        p.status
+            .unwrap()
+            .workspace
+            .initialization
+            .and_then(|i| i.provisioned),
+        Some(true)
+    );
+
+    // A bootstrap data rotation re-applies without any approval.
+    let jobs: Api<Job> = ns.api();
+    let before = ops(
+        &jobs.list(&ListParams::default()).await.unwrap().items,
+        "apply",
+    );
+    ns.api::<Secret>()
+        .patch(
+            "pool-bootstrap",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"value": "#cloud-config\nruncmd: [true]\n"}})),
+        )
+        .await
+        .unwrap();
+    eventually("a rotation apply to succeed", 240, || async {
+        let all = jobs.list(&ListParams::default()).await.ok()?.items;
+        let p = ns.api::<TerraformMachinePool>().get("pool-a").await.ok()?;
+        (ops(&all, "apply") > before
+            && is(&p, "ApplyJobSucceeded", "True")
+            && p.status.as_ref()?.workspace.active_job.is_none())
+        .then_some(())
+    })
+    .await;
+
+    // Membership refresh Jobs run (after every apply, then on the interval).
+    let refreshes = ops(
+        &jobs.list(&ListParams::default()).await.unwrap().items,
+        "refresh",
+    );
+    assert!(refreshes >= 1, "a refresh follows the applies");
+
+    // Deleting the MachinePool and the Cluster leaves nothing behind.
+    let mps: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &capi::machine_pool_resource());
+    mps.delete("pool-a", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually("the pool to be gone", 300, || async {
+        ns.api::<TerraformMachinePool>()
+            .get_opt("pool-a")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &capi::cluster_resource());
+    clusters
+        .delete("prod", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually("everything to be gone", 300, || async {
+        let left_jobs = jobs.list(&ListParams::default()).await.ok()?.items.len();
+        let secrets: Vec<String> = ns
+            .api::<Secret>()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .filter(|n| n.starts_with("captf-") || n.starts_with("tfstate-"))
+            .collect();
+        let leases = ns
+            .api::<Lease>()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .len();
+        let tcs = ns
+            .api::<TerraformCluster>()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .len();
+        (left_jobs == 0 && secrets.is_empty() && leases == 0 && tcs == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn autoscaling_writes_the_module_count_back() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+    // The MachinePool asks for 1 but the autoscaler bounds say at least 2:
+    // the module clamps and the count it reports goes back to the MachinePool.
+    bring_up(
+        &ns,
+        1,
+        json!({
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "2",
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
+        }),
+    )
+    .await;
+    let p = wait_pool(&ns, "autoscaling to be active", 300, |p| {
+        is(p, "AutoscalingActive", "True") && is(p, "Ready", "True")
+    })
+    .await;
+    let observed = p.status.unwrap().replicas.unwrap();
+    let mps: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &capi::machine_pool_resource());
+    eventually("the count to be written back", 60, || async {
+        let mp = mps.get("pool-a").await.ok()?;
+        (mp.data["spec"]["replicas"].as_i64()? == i64::from(observed)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}

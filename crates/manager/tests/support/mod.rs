@@ -1,0 +1,132 @@
+//! Shared by the end-to-end tests: image folders for the local executor
+//! and the controllers running in the test process.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use captf_manager::rbac;
+use captf_manager::reconcile::{Config, Context, controllers};
+use captf_testenv::executor::LocalImage;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, Patch, PatchParams};
+
+pub const MANAGER_IMAGE: &str = "local.test/captf-manager:dev";
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The runner binary, built the way the workspace builds it.
+pub fn runner_binary() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args(["build", "-p", "captf-runner", "--bin", "runner"])
+        .current_dir(workspace())
+        .status()
+        .expect("running cargo");
+    assert!(status.success(), "building the runner failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    target.join("debug/runner")
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().starts_with(".terraform") {
+            continue;
+        }
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// The manager image: `/runner`.
+pub fn manager_image(tmp: &Path) -> LocalImage {
+    let root = tmp.join("manager-image");
+    std::fs::create_dir_all(&root).unwrap();
+    std::os::unix::fs::symlink(runner_binary(), root.join("runner")).unwrap();
+    LocalImage {
+        root,
+        digest: format!("sha256:{:0>64}", "1"),
+    }
+}
+
+/// A module image: `modules/noop/<role>` (plus `extra` files) at
+/// `/captf/module` and OpenTofu at `/captf/runtime`.
+pub fn module_image(tmp: &Path, role: &str, tag: &str, extra: &[(&str, &str)]) -> LocalImage {
+    let root = tmp.join(format!("module-{role}-{tag}"));
+    copy_dir(
+        &workspace().join("modules/noop").join(role),
+        &root.join("captf/module"),
+    );
+    for (name, text) in extra {
+        std::fs::write(root.join("captf/module").join(name), text).unwrap();
+    }
+    let tofu = captf_testenv::assets::tofu().expect("the OpenTofu test asset");
+    std::os::unix::fs::symlink(tofu, root.join("captf/runtime")).unwrap();
+    let digest = format!("sha256:{:0>64}", captf_manager_digest(role, tag));
+    LocalImage { root, digest }
+}
+
+fn captf_manager_digest(role: &str, tag: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (role, tag).hash(&mut h);
+    format!("{:x}", h.finish())
+}
+
+pub async fn install_runner_role(client: &kube::Client) {
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    roles
+        .patch(
+            rbac::RUNNER,
+            &PatchParams::apply("captf-e2e").force(),
+            &Patch::Apply(rbac::runner_cluster_role()),
+        )
+        .await
+        .unwrap();
+}
+
+/// The controllers, watching `namespace`, until the handle drops.
+pub struct Manager {
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+pub fn start_manager(client: kube::Client, namespace: &str) -> Manager {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "warn,captf_manager=info",
+        ))
+        .try_init();
+    let mut config = Config::new(MANAGER_IMAGE);
+    config.namespace = Some(namespace.to_owned());
+    let ctx = Arc::new(Context::new(client, config));
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(controllers::run_all(ctx, rx));
+    Manager { stop: tx }
+}
+
+/// Registers a module image under its tag and under `repo@digest` (what
+/// non-apply Jobs run once the digest is pinned).
+pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, image: LocalImage) {
+    let repo = reference.rsplit_once(':').map_or(reference, |(r, _)| r);
+    env.executor()
+        .insert(format!("{repo}@{}", image.digest), image.clone());
+    env.executor().insert(reference, image);
+}
