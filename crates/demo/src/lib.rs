@@ -1,0 +1,13 @@
+//! The local demo: a control plane, the local Job executor standing in for
+//! a node, and the manager binary, converging the example Cluster,
+//! TerraformCluster, MachinePool and TerraformMachinePool on the no-op
+//! modules. The decisions (what Cluster API would write, what changed,
+//! how a table prints) are pure functions here; `main.rs` does the I/O.
+
+pub mod bins;
+pub mod capi;
+pub mod examples;
+pub mod images;
+pub mod kube_io;
+pub mod progress;
+pub mod table;

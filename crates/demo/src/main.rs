@@ -1,0 +1,531 @@
+//! `captf-demo`: starts a local control plane, the node agent (the local Job
+//! executor) and the manager binary, applies the example Cluster,
+//! TerraformCluster, MachinePool and TerraformMachinePool, shows their
+//! conditions as they converge, and prints them as `kubectl get` does.
+//! Exits 0 only when every TerraformCluster and TerraformMachinePool is
+//! Ready. With `--keep`, everything stays up for exploring until Ctrl-C.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use captf_demo::progress::{self, Tracker};
+use captf_demo::{bins, capi, examples, images, kube_io, table};
+use captf_testenv::TestEnv;
+use captf_testenv::process::Process;
+use clap::Parser;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// The workspace this binary was built from: the default home of the
+/// examples and the no-op modules.
+const WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+/// Field manager of the example objects.
+const FIELD_MANAGER: &str = "captf-demo";
+/// Label of every Pod and Job the manager runs.
+const JOB_SELECTOR: &str = "captf.io/managed=true";
+/// How long the manager has to stop (its own graceful shutdown is 20 s).
+const MANAGER_STOP_GRACE: Duration = Duration::from_secs(25);
+const MANAGER_READY_TIMEOUT: Duration = Duration::from_secs(60);
+const LOG_TAIL_LINES: usize = 40;
+
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "Run CAPTF locally: control plane, node agent, manager and an example cluster with a machine pool"
+)]
+struct Args {
+    /// Leave everything running afterwards, for exploring with the printed
+    /// KUBECONFIG, until Ctrl-C.
+    #[arg(long)]
+    keep: bool,
+    /// How long the example objects have to become Ready (90s, 10m, 1h).
+    #[arg(long, default_value = "10m", value_parser = bins::parse_duration)]
+    timeout: Duration,
+    /// Folder holding the `runner` and `manager` binaries [default: the
+    /// folder of this executable].
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Folder of the example objects to apply.
+    #[arg(long, default_value_os_t = Path::new(WORKSPACE).join("examples/demo"))]
+    examples: PathBuf,
+    /// Folder of the no-op modules the module images are made of.
+    #[arg(long, default_value_os_t = Path::new(WORKSPACE).join("modules/noop"))]
+    modules: PathBuf,
+}
+
+/// Why the demo ended early.
+enum Stop {
+    Failed(String),
+    Interrupted,
+}
+
+impl From<String> for Stop {
+    fn from(s: String) -> Self {
+        Stop::Failed(s)
+    }
+}
+
+struct Signals {
+    int: Signal,
+    term: Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Self, String> {
+        let make = |k| signal(k).map_err(|e| format!("installing a signal handler: {e}"));
+        Ok(Signals {
+            int: make(SignalKind::interrupt())?,
+            term: make(SignalKind::terminate())?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
+/// Prints a progress line with the time since `start`.
+fn say(start: Instant, line: &str) {
+    println!("[{:>4}s] {line}", start.elapsed().as_secs());
+}
+
+/// What runs, for the cleanup at the end.
+struct Running {
+    work_dir: PathBuf,
+    kubeconfig: Option<PathBuf>,
+    manager: Option<Process>,
+}
+
+impl Running {
+    fn manager_log_tail(&self) -> String {
+        self.manager
+            .as_ref()
+            .map(|m| m.log_tail(LOG_TAIL_LINES))
+            .unwrap_or_default()
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("captf-demo: building the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run(args));
+    drop(runtime);
+    // exit() runs the test harness's exit hook, which stops the control
+    // plane and removes its folder and the node agent's.
+    std::process::exit(code)
+}
+
+async fn run(args: Args) -> i32 {
+    let mut signals = match Signals::new() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("captf-demo: {e}");
+            return 1;
+        }
+    };
+    let mut running = None;
+    let result = demo(&args, &mut signals, &mut running).await;
+    let interrupted = matches!(result, Err(Stop::Interrupted));
+    let ok = result.is_ok();
+    match result {
+        Ok(()) => {}
+        Err(Stop::Interrupted) => println!("\ninterrupted"),
+        Err(Stop::Failed(why)) => {
+            eprintln!("\ncaptf-demo: {why}");
+            if let Some(r) = &running {
+                let tail = r.manager_log_tail();
+                if !tail.is_empty() {
+                    eprintln!("\n----- manager log (last {LOG_TAIL_LINES} lines) -----\n{tail}");
+                }
+            }
+        }
+    }
+    let Some(mut r) = running else {
+        return if ok { 0 } else { 1 };
+    };
+    if args.keep && !interrupted {
+        if let Some(kubeconfig) = &r.kubeconfig {
+            println!("\nEverything keeps running. To explore:\n");
+            println!("  export KUBECONFIG={}", kubeconfig.display());
+            println!("  kubectl get cluster-api -A");
+            println!("\nStop with Ctrl-C.");
+        }
+        signals.recv().await;
+        println!("\nstopping");
+    }
+    if let Some(m) = r.manager.as_mut() {
+        m.stop(MANAGER_STOP_GRACE);
+    }
+    if ok {
+        let _ = std::fs::remove_dir_all(&r.work_dir);
+    } else {
+        println!(
+            "the work folder with the manager log stays: {}",
+            r.work_dir.display()
+        );
+    }
+    if ok { 0 } else { 1 }
+}
+
+async fn demo(
+    args: &Args,
+    signals: &mut Signals,
+    running: &mut Option<Running>,
+) -> Result<(), Stop> {
+    // The harness would connect to that cluster instead of starting one.
+    if std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
+        return Err(Stop::Failed(
+            "USE_EXISTING_CLUSTER=true: the demo always starts its own control plane; unset it"
+                .to_owned(),
+        ));
+    }
+    let objects = examples::read_dir(&args.examples)?;
+    let targets = capi::infrastructure(&objects);
+    if targets.is_empty() {
+        return Err(Stop::Failed(format!(
+            "{} defines no TerraformCluster or TerraformMachinePool to wait for",
+            args.examples.display()
+        )));
+    }
+    let namespace = objects
+        .iter()
+        .find_map(|o| o.pointer("/metadata/namespace").and_then(Value::as_str))
+        .unwrap_or("default")
+        .to_owned();
+    let bin_dir = bins::locate(args.bin_dir.as_deref())?;
+    let tofu = captf_testenv::assets::tofu().map_err(|e| e.to_string())?;
+
+    let work_dir = tempfile::Builder::new()
+        .prefix("captf-demo-")
+        .tempdir()
+        .map_err(|e| format!("creating the work folder: {e}"))?
+        .keep();
+    *running = Some(Running {
+        work_dir: work_dir.clone(),
+        kubeconfig: None,
+        manager: None,
+    });
+    let start = Instant::now();
+    say(start, &format!("work folder {}", work_dir.display()));
+    let prepared = images::prepare(
+        &work_dir.join("images"),
+        &bin_dir.join("runner"),
+        &args.modules,
+        &tofu,
+    )?;
+
+    say(
+        start,
+        "starting the control plane (etcd, kube-apiserver, kube-controller-manager)",
+    );
+    let env = tokio::select! {
+        env = TestEnv::try_get() => env?,
+        _ = signals.recv() => return Err(Stop::Interrupted),
+    };
+    let kubeconfig = env
+        .kubeconfig()
+        .ok_or_else(|| "the control plane has no kubeconfig".to_owned())?
+        .to_owned();
+    running.as_mut().expect("set above").kubeconfig = Some(kubeconfig.clone());
+    let client = env.client();
+    let node_images = env.executor();
+    for (reference, image) in prepared {
+        for name in images::references(&reference, &image) {
+            node_images.insert(name, image.clone());
+        }
+    }
+    say(
+        start,
+        &format!(
+            "node agent running as Node {}",
+            captf_testenv::executor::NODE_NAME
+        ),
+    );
+
+    install_runner_role(&client).await?;
+    say(
+        start,
+        &format!("installed ClusterRole {}", captf_manager::rbac::RUNNER),
+    );
+
+    let health = free_loopback_addr()?;
+    let manager = start_manager(&bin_dir, &kubeconfig, &health, &work_dir)?;
+    let log = manager.log.clone();
+    running.as_mut().expect("set above").manager = Some(manager);
+    say(start, &format!("manager started, log: {}", log.display()));
+    wait_manager_ready(running, &health, signals).await?;
+    say(start, &format!("manager ready (health {health})"));
+
+    apply_examples(&client, &objects, start).await?;
+
+    let converged = converge(
+        &client,
+        &namespace,
+        &targets,
+        running,
+        signals,
+        start,
+        args.timeout,
+    )
+    .await;
+    // The tables show where things stand, also when they did not converge.
+    if !matches!(converged, Err(Stop::Interrupted)) {
+        print_tables(&client, &namespace, &targets).await?;
+    }
+    converged
+}
+
+/// The ClusterRole the manager binds to each namespace's runner account.
+async fn install_runner_role(client: &kube::Client) -> Result<(), String> {
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    roles
+        .patch(
+            captf_manager::rbac::RUNNER,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(captf_manager::rbac::runner_cluster_role()),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "installing ClusterRole {}: {e}",
+                captf_manager::rbac::RUNNER
+            )
+        })
+}
+
+/// Starts the manager binary against the local control plane, its output
+/// in `manager.log` of the work folder. No webhook server: the control
+/// plane has no webhook configuration to call it.
+fn start_manager(
+    bin_dir: &Path,
+    kubeconfig: &Path,
+    health: &str,
+    work_dir: &Path,
+) -> Result<Process, String> {
+    let args = vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--runner-image={}", images::MANAGER_IMAGE),
+        format!("--health-addr={health}"),
+        "--webhook-port=0".to_owned(),
+    ];
+    Process::start("manager", &bin_dir.join("manager"), &args, work_dir).map_err(|e| e.to_string())
+}
+
+/// Applies the example objects, then what Cluster API would add to them.
+async fn apply_examples(
+    client: &kube::Client,
+    objects: &[Value],
+    start: Instant,
+) -> Result<(), String> {
+    let name_of = |o: &Value| {
+        format!(
+            "{}/{}",
+            o["kind"].as_str().unwrap_or_default(),
+            o["metadata"]["name"].as_str().unwrap_or_default()
+        )
+    };
+    let mut applied = Vec::new();
+    for object in objects {
+        applied.push(kube_io::apply(client, object, FIELD_MANAGER).await?);
+        say(start, &format!("applied {}", name_of(object)));
+    }
+    for patch in capi::ownership(&applied)? {
+        kube_io::apply(client, &patch, capi::FIELD_MANAGER).await?;
+        let owner = patch
+            .pointer("/metadata/ownerReferences/0")
+            .map(|o| {
+                format!(
+                    ", owned by {}/{}",
+                    o["kind"].as_str().unwrap_or_default(),
+                    o["name"].as_str().unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        say(
+            start,
+            &format!("as Cluster API would: labelled {}{owner}", name_of(&patch)),
+        );
+    }
+    Ok(())
+}
+
+fn free_loopback_addr() -> Result<String, String> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("finding a free port: {e}"))?;
+    Ok(addr.to_string())
+}
+
+fn check_manager(running: &mut Option<Running>) -> Result<(), Stop> {
+    if let Some(m) = running.as_mut().and_then(|r| r.manager.as_mut())
+        && let Some(status) = m.exited()
+    {
+        return Err(Stop::Failed(format!("the manager exited ({status})")));
+    }
+    Ok(())
+}
+
+/// True when `GET /readyz` on `addr` answers 200.
+async fn ready(addr: &str) -> bool {
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
+        return false;
+    };
+    let request = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut response = Vec::new();
+    let read =
+        tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut response)).await;
+    read.is_ok() && (response.starts_with(b"HTTP/1.1 200") || response.starts_with(b"HTTP/1.0 200"))
+}
+
+async fn wait_manager_ready(
+    running: &mut Option<Running>,
+    addr: &str,
+    signals: &mut Signals,
+) -> Result<(), Stop> {
+    let deadline = Instant::now() + MANAGER_READY_TIMEOUT;
+    loop {
+        check_manager(running)?;
+        if ready(addr).await {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(Stop::Failed(format!(
+                "the manager did not answer /readyz on {addr} within {}s",
+                MANAGER_READY_TIMEOUT.as_secs()
+            )));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = signals.recv() => return Err(Stop::Interrupted),
+        }
+    }
+}
+
+/// Polls the infrastructure objects and the Jobs once a second, printing
+/// what changed, until every object is Ready=True.
+async fn converge(
+    client: &kube::Client,
+    namespace: &str,
+    targets: &[(&'static str, String)],
+    running: &mut Option<Running>,
+    signals: &mut Signals,
+    start: Instant,
+    timeout: Duration,
+) -> Result<(), Stop> {
+    let mut kinds = Vec::new();
+    for (kind, name) in targets {
+        kinds.push((
+            kube_io::resolve(client, captf_api::API_VERSION, kind).await?,
+            *kind,
+            name.as_str(),
+        ));
+    }
+    let jobs = kube_io::resolve(client, "batch/v1", "Job").await?;
+    let deadline = Instant::now() + timeout;
+    let mut tracker = Tracker::default();
+    let mut last = Vec::new();
+    loop {
+        check_manager(running)?;
+        last.clear();
+        for (kind, name, obj_name) in &kinds {
+            if let Some(object) = kube_io::get(client, kind, namespace, obj_name).await? {
+                for line in tracker.conditions(name, &object) {
+                    say(start, &line);
+                }
+                last.push((*name, object));
+            }
+        }
+        for job in kube_io::list(client, &jobs, namespace, JOB_SELECTOR).await? {
+            if let Some(line) = tracker.job(&job) {
+                say(start, &line);
+            }
+        }
+        let all_ready = last.len() == kinds.len()
+            && last
+                .iter()
+                .all(|(_, o)| progress::condition_status(o, "Ready") == Some("True"));
+        if all_ready {
+            say(start, "all infrastructure is Ready");
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let mut report = format!(
+                "not Ready after {}s; the objects' conditions:\n",
+                timeout.as_secs()
+            );
+            for (kind, object) in &last {
+                report.push_str(&progress::describe(kind, object));
+            }
+            return Err(Stop::Failed(report));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = signals.recv() => return Err(Stop::Interrupted),
+        }
+    }
+}
+
+/// `kubectl get` of each infrastructure kind and of the Jobs that ran,
+/// then the pool members the module reported.
+async fn print_tables(
+    client: &kube::Client,
+    namespace: &str,
+    targets: &[(&'static str, String)],
+) -> Result<(), Stop> {
+    let mut shown: Vec<(&str, kube_io::Kind)> = Vec::new();
+    for (kind, _) in targets {
+        if !shown.iter().any(|(k, _)| k == kind) {
+            shown.push((
+                kind,
+                kube_io::resolve(client, captf_api::API_VERSION, kind).await?,
+            ));
+        }
+    }
+    shown.push(("Job", kube_io::resolve(client, "batch/v1", "Job").await?));
+    for (_, kind) in &shown {
+        let t = kube_io::table(client, kind, namespace).await?;
+        println!("\n$ kubectl get {} -n {namespace}", kind.resource.plural);
+        print!("{}", table::render(&t, namespace, false)?);
+    }
+    for (kind, name) in targets
+        .iter()
+        .filter(|(k, _)| *k == captf_api::names::kinds::TERRAFORM_MACHINE_POOL)
+    {
+        let k = kube_io::resolve(client, captf_api::API_VERSION, kind).await?;
+        if let Some(pool) = kube_io::get(client, &k, namespace, name).await? {
+            let ids: Vec<&str> = pool
+                .pointer("/spec/providerIDList")
+                .and_then(Value::as_array)
+                .map(|l| l.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            println!("\n{kind}/{name} spec.providerIDList ({}):", ids.len());
+            for id in ids {
+                println!("  {id}");
+            }
+        }
+    }
+    Ok(())
+}

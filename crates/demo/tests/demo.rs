@@ -1,0 +1,135 @@
+//! The demo end to end, as `make demo` runs it (minus the Makefile): the
+//! workspace builds the runner, the manager and the demo, and the demo
+//! brings up the control plane, the node agent and the manager, and
+//! converges the example cluster and machine pool on the no-op modules with
+//! the real runner and OpenTofu. This is the demo CI runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds the three binaries the way the Makefile does and returns their folder.
+fn build() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "captf-runner",
+            "-p",
+            "captf-manager",
+            "-p",
+            "captf-demo",
+            "--bins",
+        ])
+        .current_dir(workspace())
+        .status()
+        .expect("running cargo");
+    assert!(status.success(), "building the binaries failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    target.join("debug")
+}
+
+/// The row of `name` in the table printed after `$ kubectl get <resource>`,
+/// as (header, cells).
+fn row(output: &str, resource: &str, name: &str) -> Option<Vec<(String, String)>> {
+    let mut lines = output
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("$ kubectl get {resource} ")))
+        .skip(1);
+    let header = lines.next()?;
+    let cells = lines
+        .take_while(|l| !l.is_empty())
+        .find(|l| l.split_whitespace().next() == Some(name))?;
+    // Columns start where the header's names start.
+    let starts: Vec<usize> = header
+        .char_indices()
+        .filter(|&(i, c)| c != ' ' && (i == 0 || header.as_bytes()[i - 1] == b' '))
+        .map(|(i, _)| i)
+        .collect();
+    let field = |s: &str, k: usize| {
+        let end = starts.get(k + 1).copied().unwrap_or(s.len()).min(s.len());
+        s.get(starts[k].min(s.len())..end)
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    Some(
+        (0..starts.len())
+            .map(|k| (field(header, k), field(cells, k)))
+            .collect(),
+    )
+}
+
+#[test]
+fn the_demo_converges_and_prints_ready_infrastructure() {
+    let bin_dir = build();
+    let output = Command::new(bin_dir.join("captf-demo"))
+        .args(["--timeout", "8m"])
+        .current_dir(workspace())
+        .output()
+        .expect("running captf-demo");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "captf-demo failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+
+    let pool = row(&stdout, "terraformmachinepools", "demo-workers")
+        .unwrap_or_else(|| panic!("no TerraformMachinePool row in:\n{stdout}"));
+    let get = |col: &str| {
+        pool.iter()
+            .find(|(h, _)| h == col)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no {col} column in {pool:?}"))
+    };
+    assert_eq!(get("READY"), "True", "{stdout}");
+    assert_eq!(get("CLUSTER"), "demo");
+    assert_eq!(get("MACHINEPOOL"), "demo-workers");
+    assert_eq!(get("REPLICAS"), "3");
+
+    let cluster = row(&stdout, "terraformclusters", "demo")
+        .unwrap_or_else(|| panic!("no TerraformCluster row in:\n{stdout}"));
+    let ready = cluster
+        .iter()
+        .find(|(h, _)| h == "READY")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(ready, Some("True"), "{stdout}");
+
+    // The module's three members, sorted.
+    let ids: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains("spec.providerIDList (3)"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(ids.len(), 3, "{stdout}");
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted);
+}
+
+#[test]
+fn the_table_reader_finds_cells_by_header() {
+    let out = "x\n$ kubectl get terraformmachinepools -n ns\nNAME   CLUSTER   REPLICAS   READY\na      demo                 True\n\nrest\n";
+    let r = row(out, "terraformmachinepools", "a").unwrap();
+    assert_eq!(
+        r,
+        [
+            ("NAME".to_owned(), "a".to_owned()),
+            ("CLUSTER".to_owned(), "demo".to_owned()),
+            ("REPLICAS".to_owned(), String::new()),
+            ("READY".to_owned(), "True".to_owned()),
+        ]
+    );
+    assert!(row(out, "terraformmachinepools", "b").is_none());
+    assert!(row(out, "terraformclusters", "a").is_none());
+}
