@@ -17,8 +17,6 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use serde_json::{Value, json};
 use support::*;
 
-const MODULE: &str = "local.test/noop-cluster:v1";
-
 /// A resource replaced whenever `generation` changes: a destructive plan.
 const REPLACEABLE: &str = r#"
 variable "generation" {
@@ -97,7 +95,7 @@ async fn create_cluster_with(
             }],
         },
         "spec": {
-            "source": {"image": MODULE},
+            "source": {"image": module_ref("cluster", ns.name())},
             "identityRef": identity,
             "variables": variables,
             "drift": drift,
@@ -197,10 +195,10 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
     env.executor()
-        .insert(MANAGER_IMAGE, manager_image(tmp.path()));
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
     insert_module(
         env,
-        MODULE,
+        &module_ref("cluster", ns.name()),
         module_image(
             tmp.path(),
             "cluster",
@@ -414,8 +412,12 @@ async fn drift_is_reported_after_the_state_changes() {
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
     env.executor()
-        .insert(MANAGER_IMAGE, manager_image(tmp.path()));
-    insert_module(env, MODULE, module_image(tmp.path(), "cluster", "v1", &[]));
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_module(
+        env,
+        &module_ref("cluster", ns.name()),
+        module_image(tmp.path(), "cluster", "v1", &[]),
+    );
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
 
@@ -473,8 +475,12 @@ async fn an_identity_holds_the_cluster_until_it_allows_the_namespace() {
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
     env.executor()
-        .insert(MANAGER_IMAGE, manager_image(tmp.path()));
-    insert_module(env, MODULE, module_image(tmp.path(), "cluster", "v1", &[]));
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_module(
+        env,
+        &module_ref("cluster", ns.name()),
+        module_image(tmp.path(), "cluster", "v1", &[]),
+    );
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
 

@@ -18,9 +18,6 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use serde_json::{Value, json};
 use support::*;
 
-const CLUSTER_MODULE: &str = "local.test/noop-cluster:v1";
-const POOL_MODULE: &str = "local.test/noop-machinepool:v1";
-
 fn dynamic(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()
 }
@@ -71,7 +68,7 @@ async fn bring_up(ns: &TestNamespace, replicas: i32, mp_annotations: Value) {
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
         "metadata": {"name": "prod", "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
             "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "prod", "uid": cluster.metadata.uid.clone().unwrap()}]},
-        "spec": {"source": {"image": CLUSTER_MODULE}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
+        "spec": {"source": {"image": module_ref("cluster", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
     }))
     .unwrap();
     ns.api::<TerraformCluster>()
@@ -97,7 +94,7 @@ async fn bring_up(ns: &TestNamespace, replicas: i32, mp_annotations: Value) {
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
         "metadata": {"name": "pool-a", "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
             "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "pool-a", "uid": mp.metadata.uid.clone().unwrap()}]},
-        "spec": {"source": {"image": POOL_MODULE}, "identityRef": {"kind": "Secret", "name": "creds"}, "membershipRefreshIntervalSeconds": 15},
+        "spec": {"source": {"image": module_ref("machinepool", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "membershipRefreshIntervalSeconds": 15},
     }))
     .unwrap();
     ns.api::<TerraformMachinePool>()
@@ -189,11 +186,16 @@ fn ids(p: &TerraformMachinePool) -> Vec<String> {
 }
 
 async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path) -> Manager {
-    env.executor().insert(MANAGER_IMAGE, manager_image(tmp));
-    insert_module(env, CLUSTER_MODULE, module_image(tmp, "cluster", "v1", &[]));
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp));
     insert_module(
         env,
-        POOL_MODULE,
+        &module_ref("cluster", ns.name()),
+        module_image(tmp, "cluster", "v1", &[]),
+    );
+    insert_module(
+        env,
+        &module_ref("machinepool", ns.name()),
         module_image(tmp, "machinepool", "v1", &[]),
     );
     install_runner_role(&ns.client()).await;

@@ -12,7 +12,16 @@ use captf_testenv::executor::LocalImage;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, Patch, PatchParams};
 
-pub const MANAGER_IMAGE: &str = "local.test/captf-manager:dev";
+/// The manager (runner) image of one test namespace: image folders live in
+/// each test's temporary folder, so no two tests share a reference.
+pub fn manager_ref(namespace: &str) -> String {
+    format!("local.test/captf-manager:{namespace}")
+}
+
+/// A noop module image of `role` for one test namespace.
+pub fn module_ref(role: &str, namespace: &str) -> String {
+    format!("local.test/noop-{role}:{namespace}")
+}
 
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -73,14 +82,15 @@ pub fn module_image(tmp: &Path, role: &str, tag: &str, extra: &[(&str, &str)]) -
     }
     let tofu = captf_testenv::assets::tofu().expect("the OpenTofu test asset");
     std::os::unix::fs::symlink(tofu, root.join("captf/runtime")).unwrap();
-    let digest = format!("sha256:{:0>64}", captf_manager_digest(role, tag));
+    // Unique per folder: tests share the executor's image map.
+    let digest = format!("sha256:{:0>64}", folder_digest(&root));
     LocalImage { root, digest }
 }
 
-fn captf_manager_digest(role: &str, tag: &str) -> String {
+fn folder_digest(root: &Path) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (role, tag).hash(&mut h);
+    root.hash(&mut h);
     format!("{:x}", h.finish())
 }
 
@@ -114,7 +124,7 @@ pub fn start_manager(client: kube::Client, namespace: &str) -> Manager {
             "warn,captf_manager=info",
         ))
         .try_init();
-    let mut config = Config::new(MANAGER_IMAGE);
+    let mut config = Config::new(manager_ref(namespace));
     config.namespace = Some(namespace.to_owned());
     let ctx = Arc::new(Context::new(client, config));
     let (tx, rx) = tokio::sync::watch::channel(false);
@@ -130,3 +140,4 @@ pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, imag
         .insert(format!("{repo}@{}", image.digest), image.clone());
     env.executor().insert(reference, image);
 }
+pub mod faults;

@@ -1,0 +1,129 @@
+//! A client layer that makes chosen requests fail, to open the crash
+//! windows of the manager: a request that fails is one the manager never
+//! saw answered, as when it dies right before or after sending it.
+
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use http::{Method, Request};
+use tower::{BoxError, Layer, Service};
+
+/// One kind of failure: requests of `method` whose path contains
+/// `path` fail `times` times, once `armed`.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub method: Method,
+    pub path: String,
+    pub times: usize,
+    /// Armed at once, or only after a request matching this (method, path)
+    /// went through.
+    pub after: Option<(Method, String)>,
+    armed: bool,
+}
+
+impl Rule {
+    pub fn new(method: Method, path: &str, times: usize) -> Self {
+        Rule {
+            method,
+            path: path.to_owned(),
+            times,
+            after: None,
+            armed: true,
+        }
+    }
+
+    pub fn after(mut self, method: Method, path: &str) -> Self {
+        self.after = Some((method, path.to_owned()));
+        self.armed = false;
+        self
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    rules: Arc<Mutex<Vec<Rule>>>,
+    /// How many requests failed, per rule index.
+    pub failed: Arc<Mutex<Vec<usize>>>,
+}
+
+impl Faults {
+    pub fn new(rules: Vec<Rule>) -> Self {
+        let n = rules.len();
+        Faults {
+            rules: Arc::new(Mutex::new(rules)),
+            failed: Arc::new(Mutex::new(vec![0; n])),
+        }
+    }
+
+    /// Whether `req` fails; arms rules waiting for it.
+    fn judge(&self, method: &Method, path: &str) -> bool {
+        let mut rules = self.rules.lock().unwrap();
+        let mut fail = false;
+        for (i, r) in rules.iter_mut().enumerate() {
+            if r.armed && r.times > 0 && r.method == *method && path.contains(&r.path) && !fail {
+                r.times -= 1;
+                self.failed.lock().unwrap()[i] += 1;
+                fail = true;
+            }
+        }
+        if !fail {
+            for r in rules.iter_mut() {
+                if let Some((m, p)) = &r.after
+                    && m == method
+                    && path.contains(p.as_str())
+                {
+                    r.armed = true;
+                }
+            }
+        }
+        fail
+    }
+
+    pub fn client(&self, config: &kube::Config) -> kube::Client {
+        kube::client::ClientBuilder::try_from(config.clone())
+            .expect("a client builder from the test config")
+            .with_layer(self)
+            .build()
+    }
+}
+
+impl<S> Layer<S> for Faults {
+    type Service = FaultService<S>;
+    fn layer(&self, inner: S) -> FaultService<S> {
+        FaultService {
+            inner,
+            faults: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct FaultService<S> {
+    inner: S,
+    faults: Faults,
+}
+
+impl<S, B> Service<Request<B>> for FaultService<S>
+where
+    S: Service<Request<B>> + Send,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<S::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        if self.faults.judge(req.method(), req.uri().path()) {
+            let what = format!("{} {}", req.method(), req.uri().path());
+            return Box::pin(async move { Err(format!("injected fault: {what}").into()) });
+        }
+        let fut = self.inner.call(req);
+        Box::pin(async move { fut.await.map_err(Into::into) })
+    }
+}
