@@ -392,7 +392,14 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
                 .into_iter()
                 .filter_map(|l| l.metadata.name)
                 .collect();
-            (jobs.is_empty() && secrets.is_empty() && leases.is_empty()).then_some(())
+            // The runner's namespace RBAC goes with the last object.
+            let runner_sa = ns
+                .api::<k8s_openapi::api::core::v1::ServiceAccount>()
+                .get_opt("captf-runner")
+                .await
+                .ok()?;
+            (jobs.is_empty() && secrets.is_empty() && leases.is_empty() && runner_sa.is_none())
+                .then_some(())
         },
     )
     .await;

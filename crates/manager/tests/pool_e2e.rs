@@ -169,6 +169,13 @@ fn ops(jobs: &[Job], op: &str) -> usize {
         .count()
 }
 
+fn names(jobs: &[Job], op: &str) -> Vec<String> {
+    jobs.iter()
+        .filter(|j| ops(std::slice::from_ref(j), op) == 1)
+        .filter_map(|j| j.metadata.name.clone())
+        .collect()
+}
+
 async fn scale(ns: &TestNamespace, replicas: i32) {
     let api: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &capi::machine_pool_resource());
@@ -245,7 +252,8 @@ async fn a_pool_scales_rotates_and_goes_away_cleanly() {
 
     // A bootstrap data rotation re-applies without any approval.
     let jobs: Api<Job> = ns.api();
-    let before = ops(
+    // (History pruning keeps the count of apply Jobs at 3: look for a new name.)
+    let before = names(
         &jobs.list(&ListParams::default()).await.unwrap().items,
         "apply",
     );
@@ -260,8 +268,10 @@ async fn a_pool_scales_rotates_and_goes_away_cleanly() {
     eventually("a rotation apply to succeed", 240, || async {
         let all = jobs.list(&ListParams::default()).await.ok()?.items;
         let p = ns.api::<TerraformMachinePool>().get("pool-a").await.ok()?;
-        (ops(&all, "apply") > before
-            && is(&p, "ApplyJobSucceeded", "True")
+        let new = names(&all, "apply")
+            .into_iter()
+            .any(|n| !before.contains(&n));
+        (new && is(&p, "ApplyJobSucceeded", "True")
             && p.status.as_ref()?.workspace.active_job.is_none())
         .then_some(())
     })
@@ -356,4 +366,51 @@ async fn autoscaling_writes_the_module_count_back() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+#[tokio::test]
+async fn a_failed_reapply_turns_ready_false_naming_the_job() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+    bring_up(&ns, 2, json!({})).await;
+    wait_pool(&ns, "a pool of 2 to be Ready", 300, |p| {
+        is(p, "Ready", "True") && ids(p).len() == 2
+    })
+    .await;
+
+    // The module fails its next apply (after creating what it creates).
+    ns.api::<TerraformMachinePool>()
+        .patch(
+            "pool-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"variables": {"noop_fail_apply": true}}})),
+        )
+        .await
+        .unwrap();
+    let p = wait_pool(&ns, "Ready to turn False on the failed apply", 240, |p| {
+        is(p, "Ready", "False")
+            && condition(p, "ApplyJobSucceeded").is_some_and(|c| c.reason == "ApplyFailed")
+    })
+    .await;
+    let failed = condition(&p, "ApplyJobSucceeded").unwrap().message.clone();
+    let ready = condition(&p, "Ready").unwrap().message.clone();
+    assert!(
+        failed.contains("captf-mp-pool-a-apply-"),
+        "the condition names the Job: {failed}"
+    );
+    assert!(
+        ready.contains("ApplyJobSucceeded"),
+        "Ready says why: {ready}"
+    );
+    // Still provisioned: a failed re-apply does not undo what exists.
+    assert_eq!(
+        p.status
+            .unwrap()
+            .workspace
+            .initialization
+            .and_then(|i| i.provisioned),
+        Some(true)
+    );
 }

@@ -68,3 +68,59 @@ pub async fn cleanup<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// After `leaving` lets go: when no module object remains in the namespace,
+/// the runner's ServiceAccount, RoleBinding and Leases we made go too.
+/// Failures are only logged (the next release sweeps again).
+pub async fn sweep_namespace(ctx: &Context, namespace: &str, leaving: &str) {
+    if let Err(e) = try_sweep(ctx, namespace, leaving).await {
+        tracing::warn!(namespace, error = %e, "namespace sweep failed");
+    }
+}
+
+async fn try_sweep(ctx: &Context, ns: &str, leaving: &str) -> Result<(), Error> {
+    use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    let lp = ListParams::default();
+    let others = |names: Vec<String>| names.into_iter().filter(|n| n != leaving).count();
+    let clusters: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), ns);
+    let machines: Api<TerraformMachine> = Api::namespaced(ctx.client.clone(), ns);
+    let pools: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), ns);
+    let remaining = others(
+        clusters
+            .list(&lp)
+            .await?
+            .items
+            .iter()
+            .map(|o| o.name_any())
+            .collect(),
+    ) + machines.list(&lp).await?.items.len()
+        + others(
+            pools
+                .list(&lp)
+                .await?
+                .items
+                .iter()
+                .map(|o| o.name_any())
+                .collect(),
+        );
+    if remaining > 0 {
+        return Ok(());
+    }
+    let managed = ListParams::default().labels(&format!("{}=true", labels::MANAGED));
+    let dp = DeleteParams::default();
+    let sas: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), ns);
+    for sa in sas.list(&managed).await?.items {
+        let _ = sas.delete(&sa.name_any(), &dp).await;
+    }
+    let rbs: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), ns);
+    for rb in rbs.list(&managed).await?.items {
+        let _ = rbs.delete(&rb.name_any(), &dp).await;
+    }
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), ns);
+    for l in leases.list(&managed).await?.items {
+        let _ = leases.delete(&l.name_any(), &dp).await;
+    }
+    Ok(())
+}

@@ -25,7 +25,6 @@ use crate::engine::job_conditions::ConditionValue;
 use crate::engine::preamble::{Preamble, PreambleInput, preamble};
 use crate::engine::ready::{SummaryInput, summarize};
 use crate::io::records::{ensure_runner_rbac, read_record};
-use crate::names::state_suffix;
 use crate::records::{InputsRecord, RecordMeta, applied_record_name, attempt_record_name};
 use crate::state::reader::{StateError, StateSummary};
 
@@ -678,7 +677,6 @@ pub async fn release<K: Workload>(ctx: &Context, obj: &K, p: &mut Pass) -> Resul
     pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
     super::cleanup::cleanup(ctx, obj).await?;
     let ns = obj.namespace().unwrap_or_default();
-    let _ = state_suffix(K::KIND, &ns, &obj.name_any());
     pass::event(
         ctx,
         obj,
@@ -689,5 +687,6 @@ pub async fn release<K: Workload>(ctx: &Context, obj: &K, p: &mut Pass) -> Resul
     )
     .await;
     pass::remove_finalizer(ctx, obj).await?;
+    super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
     Ok(Action::await_change())
 }

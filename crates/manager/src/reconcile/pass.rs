@@ -605,6 +605,13 @@ pub async fn start<K: Workload>(
     let deadline = Duration::from_secs(req.jobs.active_deadline_seconds.max(1) as u64);
 
     set_block_move(ctx, obj, true).await?;
+    // The pause handshake: `clusterctl move` pauses, then reads block-move.
+    // With block-move now visible, a pause set meanwhile must stop the start.
+    if paused_now(ctx, obj, &req.cluster_name).await? {
+        return Ok(StartOutcome::Waiting {
+            requeue: START_DEFERRED_REQUEUE,
+        });
+    }
 
     let mut lease_labels = record_labels(K::KIND, &name);
     lease_labels.insert(labels::CLUSTER_NAME.to_owned(), req.cluster_name.clone());
@@ -980,4 +987,21 @@ pub fn succeeded_since(loaded: &Loaded, op: Op, since: Option<SystemTime>) -> bo
 /// `K::api_version` as `Resource` spells it (for owner checks in tests).
 pub fn api_version<K: Resource<DynamicType = ()>>() -> String {
     K::api_version(&()).into_owned()
+}
+
+/// Reads the object and its Cluster live: is either paused now?
+async fn paused_now<K: Workload>(ctx: &Context, obj: &K, cluster: &str) -> Result<bool, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let live = api.get(&obj.name_any()).await?;
+    if live.annotations().contains_key(annotations::PAUSED) {
+        return Ok(true);
+    }
+    let clusters: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &crate::capi::cluster_resource());
+    Ok(clusters
+        .get_opt(cluster)
+        .await?
+        .and_then(|c| crate::capi::Cluster::from_dynamic(&c).ok())
+        .is_some_and(|c| c.paused()))
 }
