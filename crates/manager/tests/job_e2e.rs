@@ -5,9 +5,10 @@
 //! the runner's own ServiceAccount and RBAC, and the controller's readers
 //! accept what comes back (termination message, state, outputs).
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use captf_contract::inputs::{
@@ -31,44 +32,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use support::{copy_dir, runner_binary, workspace};
 
 const MANAGER_IMAGE: &str = "local.test/captf-manager:dev";
 const MODULE_IMAGE: &str = "local.test/noop-machinepool:dev";
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The runner binary, built the way the workspace builds it.
-fn runner_binary() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .args(["build", "-p", "captf-runner", "--bin", "runner"])
-        .current_dir(workspace())
-        .status()
-        .expect("running cargo");
-    assert!(status.success(), "building the runner failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"));
-    target.join("debug/runner")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name().to_string_lossy().starts_with(".terraform") {
-            continue;
-        }
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
 
 /// Image folders: the manager image holds `/runner`; the module image holds
 /// `/captf/module` and `/captf/runtime` (OpenTofu), as the image contract says.

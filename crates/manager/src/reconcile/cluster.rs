@@ -127,7 +127,6 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         common::Opened::Done(action) => return Ok(action),
         common::Opened::Pass(p) => p,
     };
-    let loaded = &pass.loaded;
 
     // Plans made by blocked applies in this pass's bookkeeping.
     let mut plans_list = plans::list(ctx, obj).await?;
@@ -140,7 +139,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         let Some(plan) = o.result.as_ref().and_then(|r| r.plan.as_ref()) else {
             continue;
         };
-        let hash = loaded
+        let hash = pass
+            .loaded
             .annotation(&o.record.name, annotations::INPUTS_HASH)
             .unwrap_or_default()
             .to_owned();
@@ -158,7 +158,10 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
     }
     // An approved plan's apply ends it.
     for o in &pass.booked.newly {
-        let Some(plan_name) = loaded.annotation(&o.record.name, annotations::APPROVED_PLAN) else {
+        let Some(plan_name) = pass
+            .loaded
+            .annotation(&o.record.name, annotations::APPROVED_PLAN)
+        else {
             continue;
         };
         let Some(p) = plans_list.iter().find(|p| p.name_any() == plan_name) else {
@@ -194,14 +197,12 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
     }
 
     // State and outputs.
-    let read = pass::state(ctx, obj).await?;
-    let applied = common::applied_record(ctx, obj).await?;
-    let attempt = common::attempt_record(ctx, obj).await?;
-    let ever_applied = obj.provisioned() || applied.is_some();
-    pass.draft.set(
-        conditions::STATE_READABLE,
-        &pass::state_readable(&read, ever_applied),
-    );
+    let common::Stored {
+        read,
+        applied,
+        attempt,
+        ..
+    } = common::read_stored(ctx, obj, &mut pass).await?;
     let mut provisioned = obj.provisioned();
     let mut health_pending = false;
     if let (Ok(state), Some(c)) = (&read, cluster.as_ref()) {
@@ -211,11 +212,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         };
         pass.draft.set(
             conditions::OUTPUTS_VALID,
-            &ConditionValue {
-                status: decoded.verdict.status().as_str(),
-                reason: decoded.verdict.reason().as_str(),
-                message: decoded.verdict.message(),
-            },
+            &common::outputs_valid(&decoded.verdict),
         );
         let outputs = decoded
             .outputs
@@ -294,15 +291,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
             &infrastructure_healthy(phase, health),
         );
     } else if !provisioned {
-        let phase = if loaded.observed.iter().any(|o| o.record.op == Op::Apply) {
-            Provisioning::InProgress
-        } else {
-            Provisioning::NotStarted
-        };
-        pass.draft.set(
-            conditions::INFRASTRUCTURE_HEALTHY,
-            &infrastructure_healthy(phase, None),
-        );
+        let v = common::not_yet_healthy(&pass);
+        pass.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
     }
     pass.draft
         .field("initialization", json!({"provisioned": provisioned}));
@@ -371,7 +361,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
             plans::supersede_moot(ctx, &plans_list, &cur.hash).await?;
             plans_list = plans::list(ctx, obj).await?;
         }
-        if let Some(newest) = loaded.newest_apply_for(&cur.hash)
+        if let Some(newest) = pass.loaded.newest_apply_for(&cur.hash)
             && newest.record.outcome == Outcome::Blocked
         {
             let approval = plans::live_plan(&plans_list)

@@ -110,6 +110,56 @@ pub async fn attempt_record<K: Workload>(
     .and_then(Result::ok))
 }
 
+/// What a pass reads of the object's state and durable inputs.
+pub struct Stored {
+    pub read: Result<StateSummary, StateError>,
+    pub applied: Option<InputsRecord>,
+    pub attempt: Option<InputsRecord>,
+    pub ever_applied: bool,
+}
+
+/// Reads the state and the records, and reports `StateReadable`.
+pub async fn read_stored<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut Pass,
+) -> Result<Stored, Error> {
+    let read = pass::state(ctx, obj).await?;
+    let applied = applied_record(ctx, obj).await?;
+    let attempt = attempt_record(ctx, obj).await?;
+    let ever_applied = obj.provisioned() || applied.is_some();
+    p.draft.set(
+        conditions::STATE_READABLE,
+        &pass::state_readable(&read, ever_applied),
+    );
+    Ok(Stored {
+        read,
+        applied,
+        attempt,
+        ever_applied,
+    })
+}
+
+/// `OutputsValid` from a decoder's verdict.
+pub fn outputs_valid(v: &captf_contract::outputs::OutputsVerdict) -> ConditionValue {
+    ConditionValue {
+        status: v.status().as_str(),
+        reason: v.reason().as_str(),
+        message: v.message(),
+    }
+}
+
+/// `InfrastructureHealthy` before any state was read: waiting for the first
+/// apply, or provisioning once one ran.
+pub fn not_yet_healthy(p: &Pass) -> ConditionValue {
+    let phase = if p.loaded.observed.iter().any(|o| o.record.op == Op::Apply) {
+        crate::adapters::Provisioning::InProgress
+    } else {
+        crate::adapters::Provisioning::NotStarted
+    };
+    crate::adapters::infrastructure_healthy(phase, None)
+}
+
 fn deleting_condition(deleting: bool, paused: bool) -> ConditionValue {
     match (deleting, paused) {
         (false, _) => ConditionValue {

@@ -146,14 +146,12 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     }
 
     // The pool's own state and outputs.
-    let read = pass::state(ctx, obj).await?;
-    let applied = common::applied_record(ctx, obj).await?;
-    let attempt = common::attempt_record(ctx, obj).await?;
-    let ever_applied = obj.provisioned() || applied.is_some();
-    pass.draft.set(
-        conditions::STATE_READABLE,
-        &pass::state_readable(&read, ever_applied),
-    );
+    let common::Stored {
+        read,
+        applied,
+        attempt,
+        ever_applied,
+    } = common::read_stored(ctx, obj, &mut pass).await?;
     let mut provisioned = obj.provisioned();
     let mut health_pending = false;
     let mut observed_replicas = status.and_then(|s| s.replicas);
@@ -166,11 +164,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             .outputs
             .as_ref()
             .filter(|_| decoded.verdict.writable());
-        let mut valid = ConditionValue {
-            status: decoded.verdict.status().as_str(),
-            reason: decoded.verdict.reason().as_str(),
-            message: decoded.verdict.message(),
-        };
+        let mut valid = common::outputs_valid(&decoded.verdict);
         if let Some(o) = outputs {
             let w = adapter::writes(o, false);
             if w.instances_truncated {
@@ -222,20 +216,8 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             &infrastructure_healthy(phase, health),
         );
     } else if !provisioned {
-        let phase = if pass
-            .loaded
-            .observed
-            .iter()
-            .any(|o| o.record.op == Op::Apply)
-        {
-            Provisioning::InProgress
-        } else {
-            Provisioning::NotStarted
-        };
-        pass.draft.set(
-            conditions::INFRASTRUCTURE_HEALTHY,
-            &infrastructure_healthy(phase, None),
-        );
+        let v = common::not_yet_healthy(&pass);
+        pass.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
     }
     pass.draft
         .field("initialization", json!({"provisioned": provisioned}));
