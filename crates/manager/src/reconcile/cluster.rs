@@ -21,7 +21,7 @@ use super::plans;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::cluster::{self as adapter, ExportsWrite, OutputsReading};
-use crate::adapters::{Provisioning, capi_owner_ref, cluster_name_label, infrastructure_healthy};
+use crate::adapters::{capi_owner_ref, cluster_name_label};
 use crate::capi::{self, Cluster};
 use crate::engine::decide::{Action as Decided, ApplyGate, Approval, Op};
 use crate::engine::history::Outcome;
@@ -278,18 +278,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         if let Some(ea) = &w.endpoint_available {
             pass.draft.set(conditions::ENDPOINT_AVAILABLE, ea);
         }
-        let health = decoded.health.as_ref();
-        health_pending =
-            health.is_some_and(|h| h.state == captf_contract::health::HealthState::Pending);
-        let phase = if provisioned {
-            Provisioning::Provisioned
-        } else {
-            Provisioning::InProgress
-        };
-        pass.draft.set(
-            conditions::INFRASTRUCTURE_HEALTHY,
-            &infrastructure_healthy(phase, health),
-        );
+        health_pending = common::record_health(&mut pass, provisioned, decoded.health.as_ref());
     } else if !provisioned {
         let v = common::not_yet_healthy(&pass);
         pass.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);

@@ -149,6 +149,25 @@ pub fn outputs_valid(v: &captf_contract::outputs::OutputsVerdict) -> ConditionVa
     }
 }
 
+/// `InfrastructureHealthy` from the module's health once state was read;
+/// true when health reads `pending`.
+pub fn record_health(
+    p: &mut Pass,
+    provisioned: bool,
+    health: Option<&captf_contract::health::Health>,
+) -> bool {
+    let phase = if provisioned {
+        crate::adapters::Provisioning::Provisioned
+    } else {
+        crate::adapters::Provisioning::InProgress
+    };
+    p.draft.set(
+        conditions::INFRASTRUCTURE_HEALTHY,
+        &crate::adapters::infrastructure_healthy(phase, health),
+    );
+    health.is_some_and(|h| h.state == captf_contract::health::HealthState::Pending)
+}
+
 /// `InfrastructureHealthy` before any state was read: waiting for the first
 /// apply, or provisioning once one ran.
 pub fn not_yet_healthy(p: &Pass) -> ConditionValue {

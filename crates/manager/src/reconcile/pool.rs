@@ -24,7 +24,7 @@ use super::pass;
 use super::workload::Workload;
 use super::{Context, ERROR_REQUEUE, Error};
 use crate::adapters::pool::{self as adapter, BootstrapSecret, ClusterState, GateInput};
-use crate::adapters::{Provisioning, capi_owner_ref, cluster_name_label, infrastructure_healthy};
+use crate::adapters::{capi_owner_ref, cluster_name_label};
 use crate::capi::{self, Cluster, MachinePool};
 use crate::engine::decide::{Action as Decided, ApplyGate, Membership, Op};
 use crate::engine::job_conditions::ConditionValue;
@@ -203,18 +203,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             )
             .await;
         }
-        let health = decoded.health.as_ref();
-        health_pending =
-            health.is_some_and(|h| h.state == captf_contract::health::HealthState::Pending);
-        let phase = if provisioned {
-            Provisioning::Provisioned
-        } else {
-            Provisioning::InProgress
-        };
-        pass.draft.set(
-            conditions::INFRASTRUCTURE_HEALTHY,
-            &infrastructure_healthy(phase, health),
-        );
+        health_pending = common::record_health(&mut pass, provisioned, decoded.health.as_ref());
     } else if !provisioned {
         let v = common::not_yet_healthy(&pass);
         pass.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
