@@ -19,6 +19,11 @@ use crate::names::{WorkloadKind, name_label, sha256_hex};
 /// The two files every record holds.
 pub const MAIN_FILE: &str = "main.tf.json";
 pub const VALUES_FILE: &str = "terraform.tfvars.json";
+/// A pool's exports of its last successful apply (attempt record only).
+pub const APPLIED_EXPORTS_FILE: &str = "applied-cluster-outputs.json";
+/// Most bytes of data an attempt record holds; the applied exports are left
+/// out (their hash stays) when they would not fit.
+pub const RECORD_BUDGET: usize = 1_000_000;
 /// Longest Secret name.
 const NAME_MAX: usize = 253;
 
@@ -61,12 +66,29 @@ pub struct RecordMeta {
     pub job: Option<String>,
 }
 
+/// What a pool's attempt record keeps about the cluster's exports (the
+/// exports guard); empty for every other kind and on applied records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExportsRecord {
+    /// JSON of the exports the last successful apply rendered.
+    pub applied: Option<String>,
+    /// `captf.io/applied-cluster-outputs-hash`.
+    pub applied_hash: Option<String>,
+    /// `captf.io/pending-cluster-outputs`: JSON of a change waiting for
+    /// approval.
+    pub pending: Option<String>,
+    /// `captf.io/partial-cluster-outputs`: JSON of a change whose apply
+    /// failed part-way.
+    pub partial: Option<String>,
+}
+
 /// A record: the rendered files and what produced them.
 #[derive(Clone, PartialEq, Eq)]
 pub struct InputsRecord {
     pub main_tf_json: String,
     pub tfvars_json: String,
     pub meta: RecordMeta,
+    pub exports: ExportsRecord,
 }
 
 impl std::fmt::Debug for InputsRecord {
@@ -82,6 +104,15 @@ impl std::fmt::Debug for InputsRecord {
                 &format_args!("<{} bytes>", self.tfvars_json.len()),
             )
             .field("meta", &self.meta)
+            .field(
+                "exports",
+                &format_args!(
+                    "applied {:?}, pending {}, partial {}",
+                    self.exports.applied_hash,
+                    self.exports.pending.is_some(),
+                    self.exports.partial.is_some()
+                ),
+            )
             .finish()
     }
 }
@@ -119,6 +150,17 @@ impl InputsRecord {
                 ByteString(self.tfvars_json.clone().into_bytes()),
             ),
         ]);
+        let mut data = data;
+        let x = &self.exports;
+        if let Some(applied) = &x.applied {
+            let used = self.main_tf_json.len() + self.tfvars_json.len();
+            if used + applied.len() <= RECORD_BUDGET {
+                data.insert(
+                    APPLIED_EXPORTS_FILE.to_owned(),
+                    ByteString(applied.clone().into_bytes()),
+                );
+            }
+        }
         let m = &self.meta;
         let mut ann = BTreeMap::from([
             (annotations::INPUTS_HASH.to_owned(), m.inputs_hash.clone()),
@@ -129,6 +171,9 @@ impl InputsRecord {
             (annotations::IDENTITY, &m.identity),
             (annotations::IDENTITY_KIND, &m.identity_kind),
             (annotations::JOB, &m.job),
+            (annotations::APPLIED_CLUSTER_OUTPUTS_HASH, &x.applied_hash),
+            (annotations::PENDING_CLUSTER_OUTPUTS, &x.pending),
+            (annotations::PARTIAL_CLUSTER_OUTPUTS, &x.partial),
         ];
         for (key, value) in optional {
             if let Some(v) = value {
@@ -164,6 +209,14 @@ impl InputsRecord {
                 identity_kind: optional(annotations::IDENTITY_KIND),
                 job: optional(annotations::JOB),
             },
+            exports: ExportsRecord {
+                applied: data
+                    .get(APPLIED_EXPORTS_FILE)
+                    .and_then(|b| String::from_utf8(b.0.clone()).ok()),
+                applied_hash: optional(annotations::APPLIED_CLUSTER_OUTPUTS_HASH),
+                pending: optional(annotations::PENDING_CLUSTER_OUTPUTS),
+                partial: optional(annotations::PARTIAL_CLUSTER_OUTPUTS),
+            },
         })
     }
 
@@ -189,6 +242,7 @@ impl InputsRecord {
                 job: Some(job.to_owned()),
                 ..self.meta.clone()
             },
+            exports: ExportsRecord::default(),
         }
     }
 
@@ -218,6 +272,7 @@ mod tests {
                 identity_kind: None,
                 job: Some("captf-mp-pool-apply-a1-abcdef".into()),
             },
+            exports: ExportsRecord::default(),
         }
     }
 
@@ -254,6 +309,37 @@ mod tests {
         );
         assert!(!ann.contains_key("captf.io/image-digest"));
         assert_eq!(InputsRecord::from_secret_parts(&data, &ann).unwrap(), r);
+    }
+
+    #[test]
+    fn a_pool_record_keeps_its_exports_and_drops_the_value_past_the_budget() {
+        let mut r = record();
+        r.exports = ExportsRecord {
+            applied: Some("{\"subnet\":\"a\"}".into()),
+            applied_hash: Some("h2:e1".into()),
+            pending: Some("{\"subnet\":\"b\"}".into()),
+            partial: None,
+        };
+        let (data, ann) = r.to_secret_parts();
+        assert!(data.contains_key(APPLIED_EXPORTS_FILE));
+        assert_eq!(
+            ann.get("captf.io/applied-cluster-outputs-hash")
+                .map(String::as_str),
+            Some("h2:e1")
+        );
+        assert!(!ann.contains_key("captf.io/partial-cluster-outputs"));
+        assert_eq!(InputsRecord::from_secret_parts(&data, &ann).unwrap(), r);
+
+        // Too large to fit: the hash stays, the value goes.
+        r.exports.applied = Some("x".repeat(RECORD_BUDGET));
+        let (data, ann) = r.to_secret_parts();
+        assert!(!data.contains_key(APPLIED_EXPORTS_FILE));
+        let back = InputsRecord::from_secret_parts(&data, &ann).unwrap();
+        assert_eq!(back.exports.applied, None);
+        assert_eq!(back.exports.applied_hash.as_deref(), Some("h2:e1"));
+        // An applied record carries none of it.
+        let promoted = back.promote("j", None, None);
+        assert_eq!(promoted.exports, ExportsRecord::default());
     }
 
     #[test]

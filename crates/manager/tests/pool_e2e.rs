@@ -39,6 +39,11 @@ fn plain_secret(name: &str, data: &[(&str, &str)], labels: Value) -> Secret {
 
 /// A provisioned cluster and a MachinePool of `replicas` with its pool.
 async fn bring_up(ns: &TestNamespace, replicas: i32, mp_annotations: Value) {
+    bring_up_with(ns, replicas, mp_annotations, json!({})).await;
+}
+
+/// [`bring_up`] with more fields in the pool's spec.
+async fn bring_up_with(ns: &TestNamespace, replicas: i32, mp_annotations: Value, pool_spec: Value) {
     let secrets = ns.api::<Secret>();
     secrets
         .create(
@@ -90,11 +95,15 @@ async fn bring_up(ns: &TestNamespace, replicas: i32, mp_annotations: Value) {
         },
     }))
     .await;
+    let mut spec = json!({"source": {"image": module_ref("machinepool", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "membershipRefreshIntervalSeconds": 15});
+    for (k, v) in pool_spec.as_object().into_iter().flatten() {
+        spec[k] = v.clone();
+    }
     let pool: TerraformMachinePool = serde_json::from_value(json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
         "metadata": {"name": "pool-a", "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
             "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "pool-a", "uid": mp.metadata.uid.clone().unwrap()}]},
-        "spec": {"source": {"image": module_ref("machinepool", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "membershipRefreshIntervalSeconds": 15},
+        "spec": spec,
     }))
     .unwrap();
     ns.api::<TerraformMachinePool>()
@@ -413,4 +422,303 @@ async fn a_failed_reapply_turns_ready_false_naming_the_job() {
             .and_then(|i| i.provisioned),
         Some(true)
     );
+}
+
+/// The pool's apply Jobs with an annotation, by name.
+fn annotated(jobs: &[Job], key: &str) -> Vec<(String, String)> {
+    jobs.iter()
+        .filter(|j| ops(std::slice::from_ref(j), "apply") == 1)
+        .filter_map(|j| {
+            let v = j.metadata.annotations.as_ref()?.get(key)?;
+            Some((j.metadata.name.clone()?, v.clone()))
+        })
+        .collect()
+}
+
+fn succeeded(j: &Job) -> bool {
+    j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0) > 0
+}
+
+fn record_annotation(s: &Secret, key: &str) -> Option<String> {
+    s.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+#[tokio::test]
+async fn an_exports_change_that_replaces_the_group_waits_for_its_approval_hash() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+    bring_up(&ns, 2, json!({})).await;
+    let p = wait_pool(&ns, "a pool of 2 to be Ready", 300, |p| {
+        is(p, "Ready", "True") && ids(p).len() == 2
+    })
+    .await;
+    let ids_before = ids(&p);
+    let jobs: Api<Job> = ns.api();
+    let secrets = ns.api::<Secret>();
+    let applied_hash = eventually("the applied exports to be recorded", 60, || async {
+        let r = secrets.get("captf-inputs-mp-pool-a").await.ok()?;
+        record_annotation(&r, "captf.io/applied-cluster-outputs-hash")
+    })
+    .await;
+
+    // The cluster's exports change (nothing of the cluster is replaced); the
+    // noop group is bound to them, so the pool's plan would replace it.
+    ns.api::<TerraformCluster>()
+        .patch(
+            "prod",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"variables": {"noop_exports_extra": {"zone": "b"}}}})),
+        )
+        .await
+        .unwrap();
+    let p = wait_pool(&ns, "the exports change to be blocked", 300, |p| {
+        is(p, "Ready", "False")
+            && condition(p, "ApplyJobSucceeded")
+                .is_some_and(|c| c.reason == "DestructivePlanBlocked" && c.status == "False")
+    })
+    .await;
+    let message = condition(&p, "ApplyJobSucceeded").unwrap().message.clone();
+    let approval = message
+        .split("captf.io/approve-destructive-plan=")
+        .nth(1)
+        .expect("the message names the approval command")
+        .trim()
+        .to_owned();
+    assert!(approval.starts_with("h2:"), "{message}");
+    assert_eq!(ids(&p), ids_before, "nothing was replaced");
+    let all = jobs.list(&ListParams::default()).await.unwrap().items;
+    let guarded = annotated(&all, "captf.io/approval-hash");
+    assert!(
+        guarded.iter().any(|(_, h)| *h == approval),
+        "the blocked Job ran guarded by the approval hash: {guarded:?}"
+    );
+    let (blocked_job, _) = guarded
+        .iter()
+        .find(|(_, h)| *h == approval)
+        .unwrap()
+        .clone();
+    assert!(message.contains(&blocked_job), "{message}");
+    let rendered = annotated(&all, "captf.io/cluster-outputs-hash");
+    let new_exports = rendered
+        .iter()
+        .find(|(n, _)| *n == blocked_job)
+        .map(|(_, h)| h.clone())
+        .unwrap();
+    assert_ne!(new_exports, applied_hash);
+    let record = secrets.get("captf-inputs-mp-pool-a").await.unwrap();
+    assert!(
+        record_annotation(&record, "captf.io/pending-cluster-outputs")
+            .is_some_and(|v| v.contains("\"zone\":\"b\"")),
+        "the waiting change is recorded"
+    );
+    let events = ns
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("DestructivePlanBlocked")
+                && e.type_.as_deref() == Some("Warning")),
+        "one Warning for the blocked Job"
+    );
+
+    // A bootstrap rotation applies at once, with the exports last applied.
+    secrets
+        .patch(
+            "pool-bootstrap",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"value": "#cloud-config\nruncmd: [true]\n"}})),
+        )
+        .await
+        .unwrap();
+    let held = eventually("a held rotation apply to succeed", 240, || async {
+        let all = jobs.list(&ListParams::default()).await.ok()?.items;
+        let held = annotated(&all, "captf.io/held-cluster-outputs");
+        let (name, _) = held.first()?.clone();
+        let job = all
+            .iter()
+            .find(|j| j.metadata.name.as_deref() == Some(&name))?;
+        let p = ns.api::<TerraformMachinePool>().get("pool-a").await.ok()?;
+        (succeeded(job)
+            && p.status.as_ref()?.workspace.active_job.is_none()
+            && condition(&p, "ApplyJobSucceeded")?.reason == "DestructivePlanBlocked")
+            .then_some(job.clone())
+    })
+    .await;
+    let held_annotations = held.metadata.annotations.clone().unwrap();
+    assert_eq!(
+        held_annotations.get("captf.io/cluster-outputs-hash"),
+        Some(&applied_hash),
+        "the rotation rendered the exports last applied"
+    );
+    assert!(!held_annotations.contains_key("captf.io/approval-hash"));
+
+    // Approving the approval hash applies the change, which consumes the
+    // approval and records the new exports.
+    ns.api::<TerraformMachinePool>()
+        .patch(
+            "pool-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"captf.io/approve-destructive-plan": approval}}})),
+        )
+        .await
+        .unwrap();
+    let p = wait_pool(&ns, "the approved change to apply", 300, |p| {
+        is(p, "Ready", "True")
+            && is(p, "ApplyJobSucceeded", "True")
+            && !p
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("captf.io/approve-destructive-plan"))
+    })
+    .await;
+    assert_eq!(ids(&p).len(), 2);
+    let record = secrets.get("captf-inputs-mp-pool-a").await.unwrap();
+    assert_eq!(
+        record_annotation(&record, "captf.io/applied-cluster-outputs-hash"),
+        Some(new_exports),
+        "the applied exports are the approved ones"
+    );
+    assert_eq!(
+        record_annotation(&record, "captf.io/pending-cluster-outputs"),
+        None
+    );
+    let all = jobs.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        all.iter().any(|j| succeeded(j)
+            && j.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("captf.io/approval-hash"))
+                == Some(&approval)),
+        "the approved apply ran under the approval hash"
+    );
+}
+
+/// Creation and completion of each refresh Job seen, by name.
+async fn watch_refreshes(
+    jobs: &Api<Job>,
+    seen: &mut std::collections::BTreeMap<String, (i64, Option<i64>)>,
+) {
+    for j in jobs.list(&ListParams::default()).await.unwrap().items {
+        if ops(std::slice::from_ref(&j), "refresh") != 1 {
+            continue;
+        }
+        let name = j.metadata.name.clone().unwrap();
+        let created = j
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .unwrap()
+            .0
+            .as_second();
+        let done = j
+            .status
+            .as_ref()
+            .and_then(|s| s.completion_time.as_ref())
+            .map(|t| t.0.as_second());
+        let entry = seen.entry(name).or_insert((created, None));
+        if entry.1.is_none() {
+            entry.1 = done;
+        }
+    }
+}
+
+/// Seconds from each refresh's completion to the next refresh's creation,
+/// for refreshes created after `since`.
+fn refresh_gaps(
+    seen: &std::collections::BTreeMap<String, (i64, Option<i64>)>,
+    since: i64,
+) -> Vec<i64> {
+    let mut runs: Vec<(i64, Option<i64>)> = seen
+        .values()
+        .copied()
+        .filter(|(c, _)| *c >= since)
+        .collect();
+    runs.sort();
+    runs.windows(2)
+        .filter_map(|w| Some(w[1].0 - w[0].1?))
+        .collect()
+}
+
+#[tokio::test]
+async fn membership_refreshes_run_on_the_interval_and_faster_while_converging() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+    bring_up_with(
+        &ns,
+        2,
+        json!({}),
+        json!({"membershipRefreshIntervalSeconds": 15}),
+    )
+    .await;
+    wait_pool(&ns, "a pool of 2 to be Ready", 300, |p| {
+        is(p, "Ready", "True") && ids(p).len() == 2
+    })
+    .await;
+    let jobs: Api<Job> = ns.api();
+    let mut seen = Default::default();
+
+    // Converged: every 15 s (the minimum interval) after the last refresh.
+    let since = k8s_openapi::jiff::Timestamp::now().as_second();
+    let gaps = loop {
+        watch_refreshes(&jobs, &mut seen).await;
+        let gaps = refresh_gaps(&seen, since);
+        if gaps.len() >= 2 {
+            break gaps;
+        }
+        assert!(
+            k8s_openapi::jiff::Timestamp::now().as_second() - since < 120,
+            "too few refreshes: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    for g in &gaps {
+        assert!(
+            (14..=24).contains(g),
+            "refreshes 15 s apart (plus jitter): {gaps:?}"
+        );
+    }
+
+    // Not converged (fewer members than replicas) with a 60 s interval:
+    // every 30 s.
+    ns.api::<TerraformMachinePool>()
+        .patch(
+            "pool-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"membershipRefreshIntervalSeconds": 60, "variables": {"noop_missing_members": 1}}})),
+        )
+        .await
+        .unwrap();
+    wait_pool(&ns, "the pool to report 1 of 2 members", 240, |p| {
+        ids(p).len() == 1 && p.status.as_ref().and_then(|s| s.replicas) == Some(2)
+    })
+    .await;
+    let since = k8s_openapi::jiff::Timestamp::now().as_second();
+    let gaps = loop {
+        watch_refreshes(&jobs, &mut seen).await;
+        let gaps = refresh_gaps(&seen, since);
+        if gaps.len() >= 1 {
+            break gaps;
+        }
+        assert!(
+            k8s_openapi::jiff::Timestamp::now().as_second() - since < 150,
+            "too few refreshes while converging: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    for g in &gaps {
+        assert!(
+            (29..=42).contains(g),
+            "refreshes 30 s apart while converging: {gaps:?}"
+        );
+    }
 }

@@ -22,6 +22,7 @@ fn record(hash: &str) -> InputsRecord {
             identity_kind: None,
             job: Some("captf-mp-pool-apply-a1-abcdef".into()),
         },
+        exports: Default::default(),
     }
 }
 

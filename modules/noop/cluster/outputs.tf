@@ -13,7 +13,7 @@ output "failure_domains" {
 
 output "exports" {
   description = "Handed to machines and pools; known only after apply."
-  value       = { backend_id = "noop-backend-${terraform_data.load_balancer.id}" }
+  value       = merge({ backend_id = "noop-backend-${terraform_data.load_balancer.id}" }, var.noop_exports_extra)
 }
 
 output "health" {

@@ -56,6 +56,12 @@ variable "noop_fail_apply" {
   default     = false
 }
 
+variable "noop_exports_extra" {
+  description = "Extra keys merged into the exports (changes the exports without replacing anything)."
+  type        = map(string)
+  default     = {}
+}
+
 variable "control_plane_endpoint" {
   description = "An endpoint the module does not own, or null."
   type = object({

@@ -5,8 +5,10 @@ locals {
   # With autoscaling the group keeps its size within the bounds.
   desired = var.autoscaling.enabled ? min(max(var.replicas, var.autoscaling.min), var.autoscaling.max) : var.replicas
 
+  # Members that have joined (all of them unless a test holds some back).
+  joined = max(local.desired - var.noop_missing_members, 0)
   raw_ids = [
-    for i in range(local.desired) : "noop:///${var.captf_object.namespace}/${var.captf_object.name}/${i}"
+    for i in range(local.joined) : "noop:///${var.captf_object.namespace}/${var.captf_object.name}/${i}"
   ]
   member_ids = sort(local.raw_ids)
 }
@@ -26,6 +28,10 @@ resource "terraform_data" "group" {
     kubernetes_version      = var.kubernetes_version
     node_labels             = var.node_labels
   }
+
+  # A group is bound to the cluster's exports (its subnets, its backend
+  # set): a change of them replaces the group, as it would in a cloud.
+  triggers_replace = var.captf_cluster_outputs
 
   lifecycle {
     postcondition {

@@ -56,6 +56,17 @@ variable "noop_fail_apply" {
   default     = false
 }
 
+variable "noop_missing_members" {
+  description = "Leave this many members out of the member list (a group still converging)."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.noop_missing_members >= 0 && floor(var.noop_missing_members) == var.noop_missing_members
+    error_message = "noop_missing_members must be a non-negative integer."
+  }
+}
+
 variable "captf_cluster_outputs" {
   description = "The cluster module's exports."
   type        = any

@@ -4,6 +4,7 @@
 //! reconcilers fetch the objects and write the results.
 
 pub mod cluster;
+pub mod exports_guard;
 pub mod pool;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};

@@ -606,6 +606,7 @@ pub async fn start_request<K: Workload>(
                     }),
                     job: None,
                 },
+                exports: Default::default(),
             });
             (
                 cur.files.clone(),

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod common;
 pub mod controllers;
 pub mod credentials;
+pub mod exports;
 pub mod pass;
 pub mod plans;
 pub mod pool;

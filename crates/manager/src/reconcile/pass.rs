@@ -184,6 +184,18 @@ fn last_run(o: &ObservedJob) -> LastRun {
     }
 }
 
+/// `ApplyJobSucceeded` from the newest finished apply, plan or destroy Job
+/// that was not blocked: the real outcome once a blocked change is gone.
+pub fn apply_condition_past_blocks(loaded: &Loaded) -> ConditionValue {
+    let newest = loaded
+        .observed
+        .iter()
+        .filter(|o| matches!(o.record.op, Op::Apply | Op::Plan | Op::Destroy))
+        .filter(|o| o.record.finished.is_some() && o.record.outcome != Outcome::Blocked)
+        .max_by_key(|o| (o.record.finished, o.record.created));
+    crate::engine::job_conditions::apply_job_succeeded(newest.map(finished_run).as_ref())
+}
+
 /// Emits an event on the object (failures are logged, never fatal).
 pub async fn event<K: Workload>(
     ctx: &Context,

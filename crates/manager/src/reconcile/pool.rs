@@ -8,7 +8,7 @@ use captf_api::common::DriftAction;
 use captf_api::names::{annotations, conditions, events, kinds, labels, reasons};
 use captf_api::{TerraformCluster, TerraformMachinePool, effective};
 use captf_contract::outputs::RoleOutputs;
-use captf_contract::{Role, RoleInputs, UserVariables, inputs_hash, render_root};
+use captf_contract::{Role, UserVariables};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
@@ -19,7 +19,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
-use super::common::{self, Rendered, Shared};
+use super::common::{self, Shared};
+use super::exports::{self, Built, ExportsGuard};
 use super::pass;
 use super::workload::Workload;
 use super::{Context, ERROR_REQUEUE, Error};
@@ -251,7 +252,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     }
 
     // Current inputs, through the dependency gates.
-    let mut current = None;
+    let mut built = None;
     if let (Some(mp), Some(cluster)) = (&deps.mp, &deps.cluster) {
         let tc_state;
         let cluster_outputs;
@@ -294,42 +295,54 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
                     },
                 ),
                 Ok(vars) => {
-                    let inputs = RoleInputs::MachinePool(adapter::inputs(obj, mp, cluster, &d));
-                    let image = obj.spec.workspace.source.image.clone();
-                    match (
-                        render_root(&inputs, &vars),
-                        inputs_hash(&image, &inputs, &vars),
-                    ) {
-                        (Ok(root), Ok(hash)) => {
-                            pass.draft.set(
-                                conditions::DEPENDENCIES_READY,
-                                &crate::adapters::dependencies_ready(),
-                            );
-                            current = Some(Rendered {
-                                files: (root.main_tf_json.clone(), root.tfvars_json.clone()),
-                                hash,
-                                image,
-                            });
-                        }
-                        (Err(e), _) => pass.draft.set(
-                            conditions::DEPENDENCIES_READY,
-                            &ConditionValue {
-                                status: "False",
-                                reason: reasons::INPUTS_TOO_LARGE,
-                                message: e.to_string(),
-                            },
-                        ),
-                        (_, Err(e)) => pass.draft.set(
-                            conditions::DEPENDENCIES_READY,
-                            &ConditionValue {
-                                status: "False",
-                                reason: reasons::VARIABLES_INVALID,
-                                message: e.to_string(),
-                            },
-                        ),
-                    }
+                    built = Some(Built {
+                        inputs: adapter::inputs(obj, mp, cluster, &d),
+                        vars,
+                        image: obj.spec.workspace.source.image.clone(),
+                    });
                 }
             },
+        }
+    }
+
+    // The inputs render; the exports guard may hold a change of the
+    // cluster's exports and render the exports last applied instead.
+    let mut guard = None;
+    let mut current = None;
+    if let Some(b) = &built {
+        let rendered = match exports::render(b) {
+            Ok(full) => {
+                let (g, held) = exports::apply_guard(
+                    ctx,
+                    obj,
+                    &mut pass,
+                    b,
+                    &read,
+                    applied.as_ref(),
+                    attempt.as_ref(),
+                    ever_applied,
+                )
+                .await?;
+                guard = Some(g);
+                match held {
+                    Some(h) => exports::render(&h),
+                    None => Ok(full),
+                }
+            }
+            Err(c) => Err(c),
+        };
+        match rendered {
+            Ok(r) => {
+                pass.draft.set(
+                    conditions::DEPENDENCIES_READY,
+                    &crate::adapters::dependencies_ready(),
+                );
+                current = Some(r);
+            }
+            Err(c) => {
+                guard = None;
+                pass.draft.set(conditions::DEPENDENCIES_READY, &c);
+            }
         }
     }
     if current.is_none() && !pass.deleting() && !ever_applied {
@@ -342,7 +355,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
         &pass,
         &read,
         current.as_ref(),
-        ApplyGate::Open,
+        guard.as_ref().map_or(ApplyGate::Open, ExportsGuard::gate),
         health_pending,
         provisioned,
         now,
@@ -370,6 +383,10 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             else {
                 return common::close(ctx, obj, &mut pass, decision.requeue).await;
             };
+            let mut req = req;
+            if let (Op::Apply, Some(g)) = (op, &guard) {
+                g.prepare_apply(&mut req);
+            }
             common::start(ctx, obj, &mut pass, req, &decision, now).await
         }
         Decided::DropFinalizer | Decided::Retain => common::release(ctx, obj, &mut pass).await,

@@ -1,0 +1,310 @@
+//! The pool exports guard in the pass: the baseline read from the records,
+//! the verdict, the attempt record's exports fields kept current, the
+//! approval consumed once it is moot, and what an apply Job carries.
+
+use captf_api::TerraformMachinePool;
+use captf_api::names::{annotations, conditions, reasons};
+use captf_contract::inputs::MachinePoolInputs;
+use captf_contract::{
+    RoleInputs, UserVariables, approval_hash, exports_hash, inputs_hash, render_root,
+};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::common::{Pass, Rendered};
+use super::pass::{self, StartRequest};
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::adapters::exports_guard::{
+    AppliedExports, ApplyJob, Baseline, GuardInput, Verdict, applied_exports, blocked_message,
+    blocking_job, failed_part_way, verdict,
+};
+use crate::engine::decide::{ApplyGate, Op};
+use crate::engine::history::Outcome;
+use crate::engine::job_conditions::ConditionValue;
+use crate::io::records::write_record;
+use crate::jobs::args::Guard;
+use crate::records::{ExportsRecord, InputsRecord, attempt_record_name, record_labels};
+use crate::state::reader::{StateError, StateSummary};
+
+/// The pool's current inputs before rendering.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub inputs: MachinePoolInputs,
+    pub vars: UserVariables,
+    pub image: String,
+}
+
+/// Renders built inputs; `Err` is the `DependenciesReady` to report.
+pub fn render(b: &Built) -> Result<Rendered, ConditionValue> {
+    let inputs = RoleInputs::MachinePool(b.inputs.clone());
+    match (
+        render_root(&inputs, &b.vars),
+        inputs_hash(&b.image, &inputs, &b.vars),
+    ) {
+        (Ok(root), Ok(hash)) => Ok(Rendered {
+            files: (root.main_tf_json, root.tfvars_json),
+            hash,
+            image: b.image.clone(),
+        }),
+        (Err(e), _) => Err(ConditionValue {
+            status: "False",
+            reason: reasons::INPUTS_TOO_LARGE,
+            message: e.to_string(),
+        }),
+        (_, Err(e)) => Err(ConditionValue {
+            status: "False",
+            reason: reasons::VARIABLES_INVALID,
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// What the guard decided for this pass.
+#[derive(Debug, Clone)]
+pub struct ExportsGuard {
+    pub verdict: Verdict,
+    pub approval_hash: String,
+    /// Hash of the exports an apply of this pass renders.
+    pub rendered_exports_hash: String,
+    /// The attempt record's exports fields as they read after this pass.
+    pub record: ExportsRecord,
+}
+
+impl ExportsGuard {
+    /// The apply gate: a change that cannot be held waits for approval.
+    pub fn gate(&self) -> ApplyGate {
+        match self.verdict {
+            Verdict::Waiting { .. } => ApplyGate::Blocked(None),
+            _ => ApplyGate::Open,
+        }
+    }
+
+    /// What an apply Job of this pass carries: the rendered exports' hash,
+    /// the guard with its approval hash, or the held marker; and the
+    /// exports fields its attempt record keeps.
+    pub fn prepare_apply(&self, req: &mut StartRequest) {
+        req.annotations.insert(
+            annotations::CLUSTER_OUTPUTS_HASH.to_owned(),
+            self.rendered_exports_hash.clone(),
+        );
+        match &self.verdict {
+            Verdict::Guarded { approved } => {
+                req.annotations.insert(
+                    annotations::APPROVAL_HASH.to_owned(),
+                    self.approval_hash.clone(),
+                );
+                req.guard = Some(Guard {
+                    inputs_hash: self.approval_hash.clone(),
+                    allow_deletes_hash: approved.then(|| self.approval_hash.clone()),
+                    expect_plan: None,
+                });
+            }
+            Verdict::Held { .. } => {
+                req.annotations.insert(
+                    annotations::HELD_CLUSTER_OUTPUTS.to_owned(),
+                    self.rendered_exports_hash.clone(),
+                );
+            }
+            _ => {}
+        }
+        if let Some(r) = req.attempt_record.as_mut() {
+            r.exports = self.record.clone();
+        }
+    }
+}
+
+/// `captf_cluster_outputs` as a record's values file rendered it.
+fn recorded_exports(r: &InputsRecord) -> Option<Value> {
+    let values: Value = serde_json::from_str(&r.tfvars_json).ok()?;
+    values.get("captf_cluster_outputs").cloned()
+}
+
+/// Applies the guard to the built inputs (which render). Returns the
+/// guard and, while a change is held, the inputs to render instead: the
+/// exports last applied in place of the current ones.
+#[allow(clippy::too_many_arguments)]
+pub async fn apply_guard(
+    ctx: &Context,
+    obj: &TerraformMachinePool,
+    p: &mut Pass,
+    built: &Built,
+    read: &Result<StateSummary, StateError>,
+    applied: Option<&InputsRecord>,
+    attempt: Option<&InputsRecord>,
+    ever_applied: bool,
+) -> Result<(ExportsGuard, Option<Built>), Error> {
+    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
+    let from_applied = applied.and_then(|r| {
+        let value = recorded_exports(r)?;
+        let hash = exports_hash(&value).ok()?;
+        Some((hash, value, Some(r.meta.inputs_hash.as_str()) == state_hash))
+    });
+    let recorded_value: Option<Value> = attempt
+        .and_then(|r| r.exports.applied.as_deref())
+        .and_then(|t| serde_json::from_str(t).ok());
+    let known = applied_exports(&Baseline {
+        applied_record: from_applied.as_ref().map(|(h, v, m)| (h.as_str(), v, *m)),
+        recorded_value: recorded_value.as_ref(),
+        recorded_hash: attempt.and_then(|r| r.exports.applied_hash.as_deref()),
+        ever_applied,
+    });
+    let known_hash = match &known {
+        AppliedExports::Recorded { hash, .. } | AppliedExports::HashOnly { hash } => {
+            Some(hash.clone())
+        }
+        _ => None,
+    };
+
+    // An apply read this pass: success clears a partial change; a failure
+    // part-way through an exports change records it.
+    let mut partial = attempt.and_then(|r| r.exports.partial.clone());
+    for o in p.booked.newly.iter().filter(|o| o.record.op == Op::Apply) {
+        let job = o.record.name.as_str();
+        if o.record.outcome == Outcome::Succeeded {
+            partial = None;
+            continue;
+        }
+        let error = o.result.as_ref().and_then(|r| r.error.as_ref());
+        let rendered = p.loaded.annotation(job, annotations::CLUSTER_OUTPUTS_HASH);
+        let changed = rendered.is_some() && rendered != known_hash.as_deref();
+        if changed
+            && failed_part_way(
+                o.record.outcome,
+                error.and_then(|e| e.step.as_deref()),
+                o.result.is_some(),
+            )
+        {
+            let exports = attempt
+                .filter(|r| r.meta.job.as_deref() == Some(job))
+                .and_then(recorded_exports)
+                .unwrap_or_else(|| json!(rendered));
+            partial = Some(exports.to_string());
+        }
+    }
+
+    let current_exports = &built.inputs.captf_cluster_outputs;
+    let current_exports_hash = exports_hash(current_exports)
+        .map_err(|e| Error::Invalid(format!("spec: the cluster's exports: {e}")))?;
+    let approval = approval_hash(&built.image, &built.inputs, &built.vars)
+        .map_err(|e| Error::Invalid(format!("spec: the pool's inputs: {e}")))?;
+    let jobs: Vec<ApplyJob<'_>> = p
+        .loaded
+        .observed
+        .iter()
+        .filter(|o| o.record.op == Op::Apply)
+        .map(|o| ApplyJob {
+            name: &o.record.name,
+            created: o.record.created,
+            outcome: o.record.outcome,
+            approval_hash: p
+                .loaded
+                .annotation(&o.record.name, annotations::APPROVAL_HASH),
+            held: p
+                .loaded
+                .annotation(&o.record.name, annotations::HELD_CLUSTER_OUTPUTS)
+                .is_some(),
+        })
+        .collect();
+    let approved_by = obj
+        .annotations()
+        .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+        .cloned();
+    let v = verdict(&GuardInput {
+        deleting: p.deleting(),
+        applied: &known,
+        current_exports_hash: &current_exports_hash,
+        approval_hash: &approval,
+        approval: approved_by.as_deref(),
+        partial: partial.is_some(),
+        blocked_by: blocking_job(&jobs, &approval),
+    });
+
+    let waiting = matches!(v, Verdict::Held { .. } | Verdict::Waiting { .. });
+    let record = ExportsRecord {
+        applied: match &known {
+            AppliedExports::Recorded { value, .. } => Some(value.to_string()),
+            _ => None,
+        },
+        applied_hash: known_hash.clone(),
+        pending: waiting.then(|| current_exports.to_string()),
+        partial,
+    };
+    if let Some(a) = attempt.filter(|a| a.exports != record && !p.deleting()) {
+        let ns = obj.namespace().unwrap_or_default();
+        let name = obj.name_any();
+        let mut next = a.clone();
+        next.exports = record.clone();
+        write_record(
+            &ctx.client,
+            &ns,
+            &attempt_record_name(TerraformMachinePool::KIND, &name),
+            &next,
+            &obj.owner_reference(),
+            record_labels(TerraformMachinePool::KIND, &name),
+        )
+        .await?;
+    }
+
+    if waiting {
+        let message = blocked_message(
+            &obj.name_any(),
+            &obj.namespace().unwrap_or_default(),
+            &v,
+            &approval,
+        );
+        p.draft.set(
+            conditions::APPLY_JOB_SUCCEEDED,
+            &ConditionValue {
+                status: "False",
+                reason: reasons::DESTRUCTIVE_PLAN_BLOCKED,
+                message,
+            },
+        );
+    } else if v == Verdict::Unguarded {
+        // A change that waited is gone (applied or withdrawn): the
+        // condition shows the last real outcome, and an approval left on
+        // the pool is consumed so the same change returning needs a new one.
+        if p.draft
+            .get(conditions::APPLY_JOB_SUCCEEDED)
+            .is_some_and(|c| c.reason == reasons::DESTRUCTIVE_PLAN_BLOCKED)
+        {
+            let mut c = pass::apply_condition_past_blocks(&p.loaded);
+            c.message = format!(
+                "{}; the exports change that waited for approval is no longer rendered",
+                c.message
+            );
+            p.draft.set(conditions::APPLY_JOB_SUCCEEDED, &c);
+        }
+        if approved_by.is_some() && !p.deleting() {
+            let api: Api<TerraformMachinePool> =
+                Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+            let patch = json!({"metadata": {"annotations": {annotations::APPROVE_DESTRUCTIVE_PLAN: Value::Null}}});
+            api.patch(
+                &obj.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        }
+    }
+
+    let (held, rendered_exports_hash) = match &v {
+        Verdict::Held { exports, .. } => {
+            let mut held = built.clone();
+            held.inputs.captf_cluster_outputs = exports.clone();
+            (Some(held), known_hash.clone().unwrap_or_default())
+        }
+        _ => (None, current_exports_hash),
+    };
+    Ok((
+        ExportsGuard {
+            verdict: v,
+            approval_hash: approval,
+            rendered_exports_hash,
+            record,
+        },
+        held,
+    ))
+}
