@@ -706,7 +706,7 @@ async fn membership_refreshes_run_on_the_interval_and_faster_while_converging() 
     let gaps = loop {
         watch_refreshes(&jobs, &mut seen).await;
         let gaps = refresh_gaps(&seen, since);
-        if gaps.len() >= 1 {
+        if !gaps.is_empty() {
             break gaps;
         }
         assert!(
