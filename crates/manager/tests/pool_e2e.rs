@@ -722,3 +722,125 @@ async fn membership_refreshes_run_on_the_interval_and_faster_while_converging() 
         );
     }
 }
+
+#[tokio::test]
+async fn a_retained_pool_keeps_its_state_and_a_new_pool_adopts_it() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+    bring_up_with(&ns, 2, json!({}), json!({"deletionPolicy": "Retain"})).await;
+    let p = wait_pool(&ns, "a pool of 2 to be Ready", 300, |p| {
+        is(p, "Ready", "True") && ids(p).len() == 2
+    })
+    .await;
+    let uid = p.metadata.uid.clone().unwrap();
+    let pools = ns.api::<TerraformMachinePool>();
+    let secrets = ns.api::<Secret>();
+    let jobs: Api<Job> = ns.api();
+
+    // Deleting under Retain destroys nothing and keeps the state and records.
+    pools
+        .delete("pool-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the retained pool to be gone", 120, || async {
+        pools.get_opt("pool-a").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let all = jobs.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(ops(&all, "destroy"), 0, "Retain runs no destroy");
+    let retained = secrets
+        .list(&ListParams::default().labels(&format!("captf.io/retained-from-uid={uid}")))
+        .await
+        .unwrap()
+        .items;
+    let names: Vec<String> = retained
+        .iter()
+        .filter_map(|s| s.metadata.name.clone())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("tfstate-"))
+            && names.contains(&"captf-inputs-mp-pool-a".to_owned())
+            && names.contains(&"captf-applied-mp-pool-a".to_owned()),
+        "state and both records are kept: {names:?}"
+    );
+    assert!(
+        retained.iter().all(|s| s
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .all(|r| r.uid != uid)),
+        "nothing kept is owned by the deleted pool"
+    );
+    let events = ns
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("InfrastructureRetained")),
+        "the retain is announced"
+    );
+
+    // A new pool of the same name finds the retained state and holds.
+    let mut again = p.clone();
+    again.metadata = kube::api::ObjectMeta {
+        name: p.metadata.name.clone(),
+        labels: p.metadata.labels.clone(),
+        owner_references: p.metadata.owner_references.clone(),
+        ..Default::default()
+    };
+    again.status = None;
+    again.spec.workspace.deletion_policy = None;
+    pools.create(&PostParams::default(), &again).await.unwrap();
+    let held = wait_pool(
+        &ns,
+        "the new pool to hold on the retained state",
+        120,
+        |p| condition(p, "StateReadable").is_some_and(|c| c.reason == "RetainedStateFound"),
+    )
+    .await;
+    assert!(!is(&held, "Ready", "True"));
+    let new_uid = held.metadata.uid.clone().unwrap();
+    let new_jobs = jobs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|j| {
+            j.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.uid == new_uid)
+        })
+        .count();
+    assert_eq!(new_jobs, 0, "no Job runs while the retained state is held");
+
+    // Adopting it: the labels go and the pool becomes Ready on that state.
+    pools
+        .patch(
+            "pool-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"adoptRetainedState": true}})),
+        )
+        .await
+        .unwrap();
+    wait_pool(&ns, "the adopting pool to be Ready", 300, |p| {
+        is(p, "Ready", "True") && ids(p).len() == 2
+    })
+    .await;
+    let still = secrets
+        .list(&ListParams::default().labels("captf.io/retained-from-uid"))
+        .await
+        .unwrap()
+        .items
+        .len();
+    assert_eq!(still, 0, "nothing is left labeled as retained");
+}

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use captf_api::TerraformCluster;
-use captf_api::common::DriftAction;
+use captf_api::common::{DeletionPolicy, DriftAction};
 use captf_api::effective;
 use captf_api::names::{annotations, conditions, events, labels, reasons};
 use captf_api::{TerraformMachine, TerraformMachinePool};
@@ -122,6 +122,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         mutable: true,
         membership: None,
         after_apply_refresh: false,
+        retain: eff.deletion_policy == DeletionPolicy::Retain,
     };
     let mut pass = match common::open(ctx, obj, &shared, now).await? {
         common::Opened::Done(action) => return Ok(action),
@@ -387,6 +388,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         );
     }
 
+    common::settle_adopted_state(&mut pass, &read, current.as_ref());
     let decision = common::decide(
         obj,
         &pass,
@@ -442,7 +444,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
             }
             common::start(ctx, obj, &mut pass, req, &decision, now).await
         }
-        Decided::DropFinalizer | Decided::Retain => common::release(ctx, obj, &mut pass).await,
+        Decided::DropFinalizer => common::release(ctx, obj, &mut pass).await,
+        Decided::Retain => common::retain_and_release(ctx, obj, &mut pass).await,
         Decided::Wait => {
             if decision.reason == crate::engine::decide::Reason::DestructivePlanBlocked {
                 let plan = live.clone().unwrap_or_default();

@@ -42,6 +42,8 @@ pub struct Shared {
     pub membership: Option<Membership>,
     /// A refresh follows every successful apply (pools).
     pub after_apply_refresh: bool,
+    /// `deletionPolicy: Retain` is in effect.
+    pub retain: bool,
 }
 
 /// Current inputs, rendered.
@@ -280,13 +282,17 @@ pub async fn open<K: Workload>(
         Preamble::Paused | Preamble::Proceed => {}
     }
     let paused = pre == Preamble::Paused;
+    if !paused && let Some(done) = retained_elsewhere(ctx, obj, &mut draft, deleting, pool).await? {
+        return Ok(Opened::Done(done));
+    }
     draft.set(conditions::PAUSED, &paused_condition(paused));
     draft.set(conditions::DELETING, &deleting_condition(deleting, paused));
     if shared.owner.condition.is_none() {
         draft.set(conditions::DEPENDENCIES_READY, &dependencies_ready());
     }
     let mut credentials_secret = None;
-    if !paused {
+    // A deletion under Retain runs no Job: it needs no credentials.
+    if !paused && !(deleting && shared.retain) {
         // Credentials and the runner's RBAC, every pass for a live object.
         match super::credentials::check(ctx, obj, shared.identity.as_ref(), &mut draft).await? {
             super::credentials::Verdict::Ready(secret) => credentials_secret = secret,
@@ -354,6 +360,79 @@ pub async fn open<K: Workload>(
         return Ok(Opened::Done(action));
     }
     Ok(Opened::Pass(Box::new(p)))
+}
+
+/// Secrets retained by an earlier object of this name: adopted when the
+/// spec says so; else a deleting object lets go without touching them and
+/// a live one holds (`StateReadable=False/RetainedStateFound`). `Some`
+/// ends the pass.
+async fn retained_elsewhere<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    draft: &mut Draft,
+    deleting: bool,
+    pool: bool,
+) -> Result<Option<Action>, Error> {
+    let Some(uid) = super::retain::foreign(ctx, obj).await? else {
+        return Ok(None);
+    };
+    if obj.workspace().adopt_retained_state == Some(true) {
+        let n = super::retain::adopt(ctx, obj, &uid).await?;
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::RETAINED_STATE_ADOPTED,
+            "Adopt",
+            format!("adopted {n} Secrets retained by object {uid}"),
+        )
+        .await;
+        return Ok(Some(Action::requeue(Duration::from_millis(200))));
+    }
+    if deleting {
+        super::retain::release_without_touching(ctx, obj).await?;
+        pass::remove_finalizer(ctx, obj).await?;
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::FINALIZER_REMOVED,
+            "Delete",
+            format!("finalizer removed without a Job; the Secrets retained by object {uid} are untouched"),
+        )
+        .await;
+        return Ok(Some(Action::await_change()));
+    }
+    let was = obj
+        .condition(conditions::STATE_READABLE)
+        .is_some_and(|c| c.reason == reasons::RETAINED_STATE_FOUND);
+    let message = format!(
+        "found state and inputs retained by an earlier object (UID {uid}); set spec.adoptRetainedState: true to adopt them, or delete the Secrets labeled {}={uid}",
+        captf_api::names::labels::RETAINED_FROM_UID
+    );
+    if !was {
+        pass::event(
+            ctx,
+            obj,
+            true,
+            events::RETAINED_STATE_FOUND,
+            "Adopt",
+            message.clone(),
+        )
+        .await;
+    }
+    draft.set(
+        conditions::STATE_READABLE,
+        &ConditionValue {
+            status: "False",
+            reason: reasons::RETAINED_STATE_FOUND,
+            message,
+        },
+    );
+    draft.set(conditions::DELETING, &deleting_condition(false, false));
+    set_ready(draft, obj.provisioned(), pool);
+    pass::finish(ctx, obj, draft, &[]).await?;
+    Ok(Some(Action::requeue(Duration::from_secs(60))))
 }
 
 /// `Ready` from the kind's inputs.
@@ -469,6 +548,36 @@ fn last_success(records: &[JobRecord], op: Op) -> Option<SystemTime> {
         .max()
 }
 
+/// `ApplyJobSucceeded` of an object that has no apply of its own yet but
+/// whose state (adopted after a Retain, or moved with it) was applied from
+/// exactly its current inputs: nothing is due, so say it is applied.
+pub fn settle_adopted_state(
+    p: &mut Pass,
+    read: &Result<StateSummary, StateError>,
+    current: Option<&Rendered>,
+) {
+    let no_apply_yet = p
+        .draft
+        .get(conditions::APPLY_JOB_SUCCEEDED)
+        .is_none_or(|c| c.reason == reasons::NO_APPLY_YET);
+    let no_jobs = !p
+        .loaded
+        .observed
+        .iter()
+        .any(|o| matches!(o.record.op, Op::Apply | Op::Plan | Op::Destroy));
+    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
+    if no_apply_yet && no_jobs && current.is_some_and(|c| Some(c.hash.as_str()) == state_hash) {
+        p.draft.set(
+            conditions::APPLY_JOB_SUCCEEDED,
+            &ConditionValue {
+                status: "True",
+                reason: reasons::APPLY_SUCCEEDED,
+                message: "the state was applied from the current inputs; no Job was needed".into(),
+            },
+        );
+    }
+}
+
 /// The decision of this pass, with the deletion end: a deleting object
 /// whose destroy succeeded (after its last apply) is released.
 #[allow(clippy::too_many_arguments)]
@@ -523,7 +632,7 @@ pub fn decide<K: Workload>(
             .map_or(now, system_time),
         mutable: p.shared.mutable,
         deleting: p.deleting,
-        retain: false,
+        retain: p.shared.retain,
         job_active: false,
         restore_requested: false,
         state,
@@ -735,6 +844,34 @@ pub async fn start<K: Workload>(
         StartOutcome::Waiting { requeue } => requeue,
     };
     close(ctx, obj, p, Some(requeue)).await
+}
+
+/// Deletion under Retain: nothing is destroyed; state, backups and records
+/// stay, unowned and labeled; then the finalizer goes.
+pub async fn retain_and_release<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut Pass,
+) -> Result<Action, Error> {
+    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    let kept = super::retain::retain(ctx, obj).await?;
+    let ns = obj.namespace().unwrap_or_default();
+    pass::event(
+        ctx,
+        obj,
+        false,
+        events::INFRASTRUCTURE_RETAINED,
+        "Delete",
+        format!(
+            "deletionPolicy Retain: nothing destroyed; kept {kept} Secrets (state, backups, inputs records) labeled {}={}",
+            captf_api::names::labels::RETAINED_FROM_UID,
+            obj.uid().unwrap_or_default()
+        ),
+    )
+    .await;
+    pass::remove_finalizer(ctx, obj).await?;
+    super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
+    Ok(Action::await_change())
 }
 
 /// Deletion ends: everything the object made goes, then its finalizer.

@@ -11,6 +11,7 @@ pub mod exports;
 pub mod pass;
 pub mod plans;
 pub mod pool;
+pub mod retain;
 pub mod status;
 pub mod workload;
 

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use captf_api::common::DriftAction;
+use captf_api::common::{DeletionPolicy, DriftAction};
 use captf_api::names::{annotations, conditions, events, kinds, labels, reasons};
 use captf_api::{TerraformCluster, TerraformMachinePool, effective};
 use captf_contract::outputs::RoleOutputs;
@@ -137,6 +137,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             interval: Duration::from_secs(eff.membership_refresh_interval_seconds.max(1) as u64),
         }),
         after_apply_refresh: true,
+        retain: eff.deletion_policy == DeletionPolicy::Retain,
     };
     let mut pass = match common::open(ctx, obj, &shared, now).await? {
         common::Opened::Done(action) => return Ok(action),
@@ -350,6 +351,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
         return common::close(ctx, obj, &mut pass, Some(Duration::from_secs(15))).await;
     }
 
+    common::settle_adopted_state(&mut pass, &read, current.as_ref());
     let decision = common::decide(
         obj,
         &pass,
@@ -389,7 +391,8 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             }
             common::start(ctx, obj, &mut pass, req, &decision, now).await
         }
-        Decided::DropFinalizer | Decided::Retain => common::release(ctx, obj, &mut pass).await,
+        Decided::DropFinalizer => common::release(ctx, obj, &mut pass).await,
+        Decided::Retain => common::retain_and_release(ctx, obj, &mut pass).await,
         Decided::Wait => common::close(ctx, obj, &mut pass, decision.requeue).await,
     }
 }
