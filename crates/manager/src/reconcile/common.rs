@@ -292,7 +292,8 @@ pub async fn open<K: Workload>(
     }
     let mut credentials_secret = None;
     // A deletion under Retain runs no Job: it needs no credentials.
-    if !paused && !(deleting && shared.retain) {
+    let runs_no_job = paused || (deleting && shared.retain);
+    if !runs_no_job {
         // Credentials and the runner's RBAC, every pass for a live object.
         match super::credentials::check(ctx, obj, shared.identity.as_ref(), &mut draft).await? {
             super::credentials::Verdict::Ready(secret) => credentials_secret = secret,
