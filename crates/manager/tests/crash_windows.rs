@@ -176,4 +176,19 @@ async fn a_finished_job_whose_status_patch_failed_is_counted_once() {
         .await
         .unwrap();
     assert_eq!(applied.metadata.annotations.unwrap()["captf.io/job"], name);
+    // Announced once: events go out only after the status patch landed.
+    let announced: i32 = ns
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("JobSucceeded")
+                && e.note.as_deref().is_some_and(|n| n.contains(&name))
+        })
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum();
+    assert_eq!(announced, 1, "JobSucceeded for {name} is published once");
 }

@@ -113,12 +113,35 @@ pub async fn load_jobs<K: Workload>(ctx: &Context, obj: &K) -> Result<Loaded, Er
     Ok(Loaded { jobs, observed })
 }
 
-/// A Job to mark bookkept once the status patch landed.
+/// A Job to mark bookkept once the status patch landed, with the events
+/// its bookkeeping announces (published only after the patch, so a lost
+/// patch does not announce them twice).
 #[derive(Debug, Clone)]
 pub struct Mark {
     pub job: String,
     pub outcome: Outcome,
     pub plan_hash: Option<String>,
+    pub events: Vec<PendingEvent>,
+}
+
+/// An event to publish later.
+#[derive(Debug, Clone)]
+pub struct PendingEvent {
+    pub warning: bool,
+    pub reason: String,
+    pub action: String,
+    pub note: String,
+}
+
+impl PendingEvent {
+    fn new(warning: bool, reason: &str, action: &str, note: String) -> Self {
+        PendingEvent {
+            warning,
+            reason: reason.to_owned(),
+            action: action.to_owned(),
+            note,
+        }
+    }
 }
 
 /// What bookkeeping learned in this pass.
@@ -267,6 +290,7 @@ pub async fn bookkeep<K: Workload>(
             .annotation(job, annotations::INPUTS_HASH)
             .map(str::to_owned);
         draft.field("lastRun", last_run(o));
+        let mut evs = Vec::new();
         let plan_hash = o
             .result
             .as_ref()
@@ -284,15 +308,12 @@ pub async fn bookkeep<K: Workload>(
                     inputs_hash.as_deref(),
                 )
                 .await?;
-                event(
-                    ctx,
-                    obj,
+                evs.push(PendingEvent::new(
                     false,
                     events::JOB_SUCCEEDED,
                     "Apply",
                     format!("Job {job} succeeded"),
-                )
-                .await;
+                ));
             }
             (Op::Drift | Op::Refresh, Outcome::Succeeded) => {
                 let at = o.record.finished.map(time);
@@ -319,49 +340,50 @@ pub async fn bookkeep<K: Workload>(
                     };
                     draft.set(conditions::DRIFT_DETECTED, &v);
                     if detected && !was {
-                        event(ctx, obj, true, events::DRIFT_DETECTED, "Drift", v.message).await;
+                        evs.push(PendingEvent::new(
+                            true,
+                            events::DRIFT_DETECTED,
+                            "Drift",
+                            v.message,
+                        ));
                     } else if !detected && was {
-                        event(ctx, obj, false, events::DRIFT_RESOLVED, "Drift", v.message).await;
+                        evs.push(PendingEvent::new(
+                            false,
+                            events::DRIFT_RESOLVED,
+                            "Drift",
+                            v.message,
+                        ));
                     }
                 } else {
                     draft.field("lastRefresh", &at);
                 }
             }
             (_, Outcome::Succeeded) => {
-                event(
-                    ctx,
-                    obj,
+                evs.push(PendingEvent::new(
                     false,
                     events::JOB_SUCCEEDED,
                     o.record.op.as_str(),
                     format!("Job {job} succeeded"),
-                )
-                .await;
+                ));
             }
             (_, Outcome::Blocked) => {
-                event(ctx, obj, true, events::DESTRUCTIVE_PLAN_BLOCKED, "Apply", format!("Job {job} stopped before a plan that deletes or replaces resources; nothing was applied")).await;
+                evs.push(PendingEvent::new(true, events::DESTRUCTIVE_PLAN_BLOCKED, "Apply", format!("Job {job} stopped before a plan that deletes or replaces resources; nothing was applied")));
             }
             (_, Outcome::Interrupted) => {
-                event(
-                    ctx,
-                    obj,
+                evs.push(PendingEvent::new(
                     true,
                     events::JOB_INTERRUPTED,
                     o.record.op.as_str(),
                     format!("Job {job} was interrupted"),
-                )
-                .await;
+                ));
             }
             (_, Outcome::DeadlineExceeded) => {
-                event(
-                    ctx,
-                    obj,
+                evs.push(PendingEvent::new(
                     true,
                     events::JOB_DEADLINE_EXCEEDED,
                     o.record.op.as_str(),
                     format!("Job {job} exceeded its deadline"),
-                )
-                .await;
+                ));
             }
             _ => {
                 let step = o
@@ -371,15 +393,12 @@ pub async fn bookkeep<K: Workload>(
                     .and_then(|e| e.step.clone())
                     .map(|s| format!(" in step {s}"))
                     .unwrap_or_default();
-                event(
-                    ctx,
-                    obj,
+                evs.push(PendingEvent::new(
                     true,
                     events::JOB_FAILED,
                     o.record.op.as_str(),
                     format!("Job {job} failed{step}"),
-                )
-                .await;
+                ));
             }
         }
         // The run is over: its per-run Secret and run lease go.
@@ -397,6 +416,7 @@ pub async fn bookkeep<K: Workload>(
             job: job.clone(),
             outcome: o.record.outcome,
             plan_hash,
+            events: evs,
         });
     }
     // Job conditions follow the newest finished Job of their ops, when a
@@ -892,6 +912,9 @@ pub async fn finish<K: Workload>(
     )
     .await?;
     for m in marks {
+        for e in &m.events {
+            event(ctx, obj, e.warning, &e.reason, &e.action, e.note.clone()).await;
+        }
         if let Err(e) =
             mark_bookkept(&ctx.client, &ns, &m.job, m.outcome, m.plan_hash.as_deref()).await
         {
