@@ -647,6 +647,29 @@ fn refresh_gaps(
         .collect()
 }
 
+/// Watches refresh Jobs from now until `want` gaps are seen (failing after
+/// `limit` seconds) and returns them.
+async fn next_refresh_gaps(
+    jobs: &Api<Job>,
+    seen: &mut std::collections::BTreeMap<String, (i64, Option<i64>)>,
+    want: usize,
+    limit: i64,
+) -> Vec<i64> {
+    let since = k8s_openapi::jiff::Timestamp::now().as_second();
+    loop {
+        watch_refreshes(jobs, seen).await;
+        let gaps = refresh_gaps(seen, since);
+        if gaps.len() >= want {
+            return gaps;
+        }
+        assert!(
+            k8s_openapi::jiff::Timestamp::now().as_second() - since < limit,
+            "too few refreshes: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test]
 async fn membership_refreshes_run_on_the_interval_and_faster_while_converging() {
     let env = TestEnv::get().await;
@@ -668,19 +691,7 @@ async fn membership_refreshes_run_on_the_interval_and_faster_while_converging() 
     let mut seen = Default::default();
 
     // Converged: every 15 s (the minimum interval) after the last refresh.
-    let since = k8s_openapi::jiff::Timestamp::now().as_second();
-    let gaps = loop {
-        watch_refreshes(&jobs, &mut seen).await;
-        let gaps = refresh_gaps(&seen, since);
-        if gaps.len() >= 2 {
-            break gaps;
-        }
-        assert!(
-            k8s_openapi::jiff::Timestamp::now().as_second() - since < 120,
-            "too few refreshes: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let gaps = next_refresh_gaps(&jobs, &mut seen, 2, 120).await;
     for g in &gaps {
         assert!(
             (14..=24).contains(g),
@@ -702,19 +713,7 @@ async fn membership_refreshes_run_on_the_interval_and_faster_while_converging() 
         ids(p).len() == 1 && p.status.as_ref().and_then(|s| s.replicas) == Some(2)
     })
     .await;
-    let since = k8s_openapi::jiff::Timestamp::now().as_second();
-    let gaps = loop {
-        watch_refreshes(&jobs, &mut seen).await;
-        let gaps = refresh_gaps(&seen, since);
-        if !gaps.is_empty() {
-            break gaps;
-        }
-        assert!(
-            k8s_openapi::jiff::Timestamp::now().as_second() - since < 150,
-            "too few refreshes while converging: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let gaps = next_refresh_gaps(&jobs, &mut seen, 1, 150).await;
     for g in &gaps {
         assert!(
             (29..=42).contains(g),

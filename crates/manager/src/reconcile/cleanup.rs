@@ -53,11 +53,21 @@ pub async fn cleanup<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
     for n in [
         attempt_record_name(K::KIND, &name),
         applied_record_name(K::KIND, &name),
-        plan_key_name(K::KIND, &name),
     ] {
         delete_secret(&secrets, &n).await?;
     }
+    forget_runs(ctx, obj).await
+}
+
+/// What only served the object's runs goes: its plan key, its share of
+/// the credentials mirror, its run and state lock Leases. Safe to repeat.
+pub async fn forget_runs<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    delete_secret(&secrets, &plan_key_name(K::KIND, &name)).await?;
     super::credentials::release(ctx, obj).await?;
+    let suffix = state_suffix(K::KIND, &ns, &name);
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
     for n in [run_lease_name(&suffix), state_lock_lease(&suffix)] {
         match leases.delete(&n, &DeleteParams::default()).await {

@@ -5,18 +5,15 @@
 //! (`spec.adoptRetainedState`) or someone deletes them.
 
 use captf_api::names::labels;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::pass::plan_key_name;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::io::state::state_selector;
-use crate::leases::run_lease_name;
-use crate::names::{name_label, state_lock_lease, state_suffix};
+use crate::names::{name_label, state_suffix};
 use crate::records::{applied_record_name, attempt_record_name};
 
 /// Whether a Secret of the namespace belongs to `obj`'s kept set: a state
@@ -122,45 +119,12 @@ pub async fn retain<K: Workload>(ctx: &Context, obj: &K) -> Result<usize, Error>
             )
             .await?;
     }
-    match secrets
-        .delete(
-            &plan_key_name(K::KIND, &obj.name_any()),
-            &DeleteParams::default(),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
-        Err(e) => return Err(e.into()),
-    }
-    super::credentials::release(ctx, obj).await?;
-    let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
-    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
-    for n in [run_lease_name(&suffix), state_lock_lease(&suffix)] {
-        match leases.delete(&n, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    super::cleanup::forget_runs(ctx, obj).await?;
     Ok(kept.len())
 }
 
 /// Lets a deleting object go that never owned what it found retained: its
 /// own leases, plan key and mirror share go; the retained Secrets stay.
 pub async fn release_without_touching<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    match secrets
-        .delete(
-            &plan_key_name(K::KIND, &obj.name_any()),
-            &DeleteParams::default(),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
-        Err(e) => return Err(e.into()),
-    }
-    super::credentials::release(ctx, obj).await
+    super::cleanup::forget_runs(ctx, obj).await
 }
