@@ -7,6 +7,7 @@ pub mod engine;
 pub mod identity;
 pub mod io;
 pub mod jobs;
+pub mod leader;
 pub mod leases;
 pub mod names;
 pub mod rbac;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use captf_manager::leader::{self, Elector, Timing};
 use captf_manager::reconcile::{Config, Context, controllers};
 use clap::Parser;
 use tokio::sync::watch;
@@ -68,6 +69,15 @@ struct Flags {
     /// Runner progress events.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     runner_events: bool,
+    /// Reconcile only while holding the leader-election Lease.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    leader_elect_lease_duration: Duration,
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    leader_elect_renew_deadline: Duration,
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    leader_elect_retry_period: Duration,
     /// Log format: text or json.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     logging_format: String,
@@ -97,6 +107,19 @@ impl Flags {
                 format!("{}s", self.drift_default_interval.as_secs()),
             ),
             ("runner-events", self.runner_events.to_string()),
+            ("leader-elect", self.leader_elect.to_string()),
+            (
+                "leader-elect-lease-duration",
+                format!("{}s", self.leader_elect_lease_duration.as_secs()),
+            ),
+            (
+                "leader-elect-renew-deadline",
+                format!("{}s", self.leader_elect_renew_deadline.as_secs()),
+            ),
+            (
+                "leader-elect-retry-period",
+                format!("{}s", self.leader_elect_retry_period.as_secs()),
+            ),
             ("logging-format", self.logging_format.clone()),
         ]
     }
@@ -152,9 +175,53 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+/// The namespace the manager runs in (where its election Lease lives).
+fn own_namespace() -> Result<String, String> {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok()
+        })
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| "--leader-elect needs the manager's namespace: set POD_NAMESPACE".into())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn signalled() {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    match term {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 async fn run(flags: Flags) -> Result<(), String> {
     let health = socket(&flags.health_addr)?;
+    let timing = Timing {
+        lease_duration: flags.leader_elect_lease_duration,
+        renew_deadline: flags.leader_elect_renew_deadline,
+        retry_period: flags.leader_elect_retry_period,
+    };
+    timing.validate()?;
     let client = client(&flags).await?;
+    let elector = if flags.leader_elect {
+        Some(Elector::new(
+            client.clone(),
+            &own_namespace()?,
+            leader::identity(),
+            timing,
+        ))
+    } else {
+        None
+    };
     let mut config = Config::new(flags.runner_image.clone());
     config.sync_period = flags.sync_period;
     config.namespace = flags.namespace.clone();
@@ -205,18 +272,40 @@ async fn run(flags: Flags) -> Result<(), String> {
         None
     };
 
+    // Health and webhooks serve on every replica; the controllers only on
+    // the leader.
+    let mut signal = Box::pin(signalled());
+    if let Some(e) = &elector {
+        tracing::info!(
+            identity = e.identity(),
+            lease = leader::LEASE_NAME,
+            "waiting for leadership"
+        );
+        tokio::select! {
+            _ = e.acquire() => tracing::info!(identity = e.identity(), "leading"),
+            _ = &mut signal => {
+                let _ = stop_tx.send(true);
+                return Ok(());
+            }
+        }
+    }
     tracing::info!(runner_image = %flags.runner_image, "starting controllers");
     let controllers = tokio::spawn(controllers::run_all(ctx, stop_rx.clone()));
-
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let lost = async {
+        match &elector {
+            Some(e) => e.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        _ = &mut signal => Ok(()),
+        _ = lost => Err("leader election lost: stopping".to_owned()),
+    };
     tracing::info!("stopping");
     let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(20), async {
+    // A replica that lost the Lease stops at once: another may lead now.
+    let grace = if outcome.is_ok() { 20 } else { 2 };
+    let _ = tokio::time::timeout(Duration::from_secs(grace), async {
         let _ = controllers.await;
         let _ = health_task.await;
         if let Some(w) = webhook_task {
@@ -224,5 +313,10 @@ async fn run(flags: Flags) -> Result<(), String> {
         }
     })
     .await;
-    Ok(())
+    if let (Ok(()), Some(e)) = (&outcome, &elector)
+        && let Err(err) = e.release().await
+    {
+        tracing::warn!(error = %err, "could not give the leader Lease up");
+    }
+    outcome
 }
