@@ -474,6 +474,122 @@ async fn drift_is_reported_after_the_state_changes() {
     .await;
     let drift = tc.status.unwrap().workspace.last_run.unwrap();
     assert_eq!(drift.operation.as_str(), "drift");
+
+    // Remediate: the drift is applied away, and the next check finds none.
+    ns.api::<TerraformCluster>()
+        .patch(
+            "drifty",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"drift": {"action": "Remediate"}}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&ns, "drifty", "the drift to be remediated", 300, |tc| {
+        has(tc, "DriftDetected", "False", "NoDrift") && has(tc, "Ready", "True", "Ready")
+    })
+    .await;
+    let jobs = ns
+        .api::<Job>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        jobs.iter().any(|j| j
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(
+                |a| a.get("captf.io/drift-remediation").map(String::as_str) == Some("true")
+            )
+            && j.status.as_ref().and_then(|s| s.succeeded) == Some(1)),
+        "a remediation apply ran"
+    );
+    let state_secret = secrets.get(&name).await.unwrap();
+    let state = gunzip(&state_secret.data.as_ref().unwrap()["tfstate"].0);
+    let lb = state["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "load_balancer")
+        .unwrap();
+    assert_ne!(
+        lb["instances"][0]["attributes"]["input"]["value"]["name"],
+        json!("changed-elsewhere"),
+        "the change made elsewhere is gone"
+    );
+}
+
+#[tokio::test]
+async fn a_paused_cluster_starts_nothing_until_unpaused() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_module(
+        env,
+        &module_ref("cluster", ns.name()),
+        module_image(tmp.path(), "cluster", "v1", &[]),
+    );
+    install_runner_role(&ns.client()).await;
+    let _manager = start_manager(ns.client(), ns.name());
+    create_cluster(
+        &ns,
+        "calm",
+        json!({"noop_exports_extra": {"zone": "a"}}),
+        json!({"intervalSeconds": 0}),
+    )
+    .await;
+    wait_for(&ns, "calm", "the cluster to be Ready", 300, |tc| {
+        has(tc, "Ready", "True", "Ready")
+    })
+    .await;
+    let jobs: Api<Job> = ns.api();
+    let before = applies(&jobs.list(&ListParams::default()).await.unwrap().items);
+
+    // Paused, a change waits: bookkeeping only, no Job.
+    let tcs = ns.api::<TerraformCluster>();
+    tcs.patch(
+        "calm",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": "true"}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&ns, "calm", "Paused to be reported", 60, |tc| {
+        has(tc, "Paused", "True", "Paused")
+    })
+    .await;
+    set_variables(&ns, "calm", json!({"noop_exports_extra": {"zone": "b"}})).await;
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    let during = applies(&jobs.list(&ListParams::default()).await.unwrap().items);
+    assert_eq!(during, before, "no apply starts while paused");
+
+    // Unpaused, the change applies.
+    tcs.patch(
+        "calm",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": null}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &ns,
+        "calm",
+        "the change to apply once unpaused",
+        300,
+        |tc| {
+            has(tc, "Paused", "False", "NotPaused")
+                && has(tc, "ApplyJobSucceeded", "True", "ApplySucceeded")
+        },
+    )
+    .await;
+    eventually("a new apply Job", 60, || async {
+        let now = applies(&jobs.list(&ListParams::default()).await.ok()?.items);
+        (now > before).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

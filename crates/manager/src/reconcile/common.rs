@@ -305,6 +305,7 @@ pub async fn open<K: Workload>(
                     &mut draft,
                     limits(&shared.jobs),
                     shared.drift_interval.is_some(),
+                    shared.drift_remediate,
                 )
                 .await?;
                 set_ready(&mut draft, obj.provisioned(), pool);
@@ -334,6 +335,7 @@ pub async fn open<K: Workload>(
         &mut draft,
         limits(&shared.jobs),
         shared.drift_interval.is_some(),
+        shared.drift_remediate,
     )
     .await?;
     let active = booked.active.clone();
@@ -818,6 +820,14 @@ pub async fn start<K: Workload>(
         .await;
     }
     if decision.reason == Reason::DriftRemediation {
+        p.draft.set(
+            conditions::DRIFT_DETECTED,
+            &ConditionValue {
+                status: "True",
+                reason: reasons::DRIFT_REMEDIATING,
+                message: "an apply removes the drift".into(),
+            },
+        );
         pass::event(
             ctx,
             obj,

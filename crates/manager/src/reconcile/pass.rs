@@ -255,6 +255,7 @@ pub async fn bookkeep<K: Workload>(
     draft: &mut Draft,
     job_limits: (u32, u32),
     drift_enabled: bool,
+    drift_remediate: bool,
 ) -> Result<Booked, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
@@ -298,6 +299,21 @@ pub async fn bookkeep<K: Workload>(
             .map(|p| p.hash.clone());
         match (o.record.op, o.record.outcome) {
             (Op::Apply, Outcome::Succeeded) => {
+                if loaded.annotation(job, annotations::DRIFT_REMEDIATION) == Some("true") {
+                    // The drift the check found is applied away.
+                    let v = ConditionValue {
+                        status: "False",
+                        reason: reasons::NO_DRIFT,
+                        message: format!("Job {job} remediated the drift"),
+                    };
+                    draft.set(conditions::DRIFT_DETECTED, &v);
+                    evs.push(PendingEvent::new(
+                        false,
+                        events::DRIFT_RESOLVED,
+                        "Drift",
+                        v.message,
+                    ));
+                }
                 promote(ctx, obj, job, inputs_hash.as_deref(), o.image_id.as_deref()).await?;
                 let suffix = state_suffix(K::KIND, &ns, &name);
                 adopt(
@@ -325,7 +341,13 @@ pub async fn bookkeep<K: Workload>(
                         .and_then(|r| r.drift.as_ref())
                         .is_some_and(|d| d.detected);
                     let was = draft.is_true(conditions::DRIFT_DETECTED);
-                    let v = if detected {
+                    let v = if detected && drift_remediate {
+                        ConditionValue {
+                            status: "True",
+                            reason: reasons::DRIFT_PENDING,
+                            message: format!("Job {job} found drift; a remediation apply follows"),
+                        }
+                    } else if detected {
                         ConditionValue {
                             status: "True",
                             reason: reasons::DRIFT_REPORTED,
@@ -400,6 +422,21 @@ pub async fn bookkeep<K: Workload>(
                     format!("Job {job} failed{step}"),
                 ));
             }
+        }
+        if o.record.op == Op::Apply
+            && o.record.outcome != Outcome::Succeeded
+            && loaded.annotation(job, annotations::DRIFT_REMEDIATION) == Some("true")
+        {
+            draft.set(
+                conditions::DRIFT_DETECTED,
+                &ConditionValue {
+                    status: "True",
+                    reason: reasons::DRIFT_PENDING,
+                    message: format!(
+                        "remediation Job {job} did not succeed; it is retried under backoff"
+                    ),
+                },
+            );
         }
         // The run is over: its per-run Secret and run lease go.
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
