@@ -88,6 +88,9 @@ fn the_manager_role_covers_what_the_manager_does() {
         ("", "serviceaccounts", &rw),
         ("rbac.authorization.k8s.io", "rolebindings", &rw),
         ("", "namespaces", &ro),
+        // The metrics endpoint reviews each scraper's token and access.
+        ("authentication.k8s.io", "tokenreviews", &["create"]),
+        ("authorization.k8s.io", "subjectaccessreviews", &["create"]),
     ];
     let reconciled = [
         "terraformclusters",

@@ -9,6 +9,7 @@ pub mod io;
 pub mod jobs;
 pub mod leader;
 pub mod leases;
+pub mod metrics;
 pub mod names;
 pub mod rbac;
 pub mod reconcile;

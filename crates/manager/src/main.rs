@@ -69,6 +69,12 @@ struct Flags {
     /// Runner progress events.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     runner_events: bool,
+    /// Serves /metrics (HTTPS with token review unless insecure); 0 disables.
+    #[arg(long, default_value = ":8443")]
+    diagnostics_address: String,
+    /// Serve /metrics over plain HTTP without authentication.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    insecure_diagnostics: bool,
     /// Reconcile only while holding the leader-election Lease.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     leader_elect: bool,
@@ -107,6 +113,11 @@ impl Flags {
                 format!("{}s", self.drift_default_interval.as_secs()),
             ),
             ("runner-events", self.runner_events.to_string()),
+            ("diagnostics-address", self.diagnostics_address.clone()),
+            (
+                "insecure-diagnostics",
+                self.insecure_diagnostics.to_string(),
+            ),
             ("leader-elect", self.leader_elect.to_string()),
             (
                 "leader-elect-lease-duration",
@@ -211,6 +222,8 @@ async fn run(flags: Flags) -> Result<(), String> {
         retry_period: flags.leader_elect_retry_period,
     };
     timing.validate()?;
+    captf_manager::metrics::diagnostics::parse_address(&flags.diagnostics_address)
+        .map_err(|e| e.to_string())?;
     let client = client(&flags).await?;
     let elector = if flags.leader_elect {
         Some(Elector::new(
@@ -272,8 +285,29 @@ async fn run(flags: Flags) -> Result<(), String> {
         None
     };
 
-    // Health and webhooks serve on every replica; the controllers only on
-    // the leader.
+    let metrics = ctx.metrics.clone();
+    let diagnostics_task = tokio::spawn({
+        let rx = stop_rx.clone();
+        let address = flags.diagnostics_address.clone();
+        let insecure = flags.insecure_diagnostics;
+        let client = client.clone();
+        async move {
+            if let Err(e) = captf_manager::metrics::diagnostics::serve(
+                address,
+                insecure,
+                client,
+                metrics,
+                stopped(rx),
+            )
+            .await
+            {
+                tracing::error!("diagnostics server: {e}");
+            }
+        }
+    });
+
+    // Health, metrics and webhooks serve on every replica; the controllers
+    // only on the leader.
     let mut signal = Box::pin(signalled());
     if let Some(e) = &elector {
         tracing::info!(
@@ -308,6 +342,7 @@ async fn run(flags: Flags) -> Result<(), String> {
     let _ = tokio::time::timeout(Duration::from_secs(grace), async {
         let _ = controllers.await;
         let _ = health_task.await;
+        let _ = diagnostics_task.await;
         if let Some(w) = webhook_task {
             let _ = w.await;
         }
@@ -319,4 +354,58 @@ async fn run(flags: Flags) -> Result<(), String> {
         tracing::warn!(error = %err, "could not give the leader Lease up");
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    /// The Deployment's `args`, as shipped in `config/manager/manager.yaml`.
+    fn shipped_args() -> Vec<String> {
+        let text = include_str!("../../../config/manager/manager.yaml");
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let v = serde_yaml::Value::deserialize(doc).unwrap();
+            if v["kind"] == "Deployment" {
+                let args = &v["spec"]["template"]["spec"]["containers"][0]["args"];
+                return serde_yaml::from_value(args.clone()).unwrap();
+            }
+        }
+        panic!("no Deployment in config/manager/manager.yaml");
+    }
+
+    #[test]
+    fn the_shipped_manifest_args_parse() {
+        let mut argv = vec!["manager".to_owned()];
+        argv.extend(shipped_args());
+        argv.push("--runner-image=ghcr.io/captf-io/captf-manager:dev".to_owned());
+        let f = Flags::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        assert!(f.leader_elect);
+        assert_eq!(f.diagnostics_address, ":8443");
+        assert!(!f.insecure_diagnostics);
+        assert_eq!(f.webhook_port, 9443);
+    }
+
+    #[test]
+    fn bool_flags_take_go_forms() {
+        let base = ["manager", "--runner-image=r.example/runner"];
+        let parse = |extra: &[&str]| {
+            let mut argv: Vec<&str> = base.to_vec();
+            argv.extend_from_slice(extra);
+            Flags::try_parse_from(argv).unwrap()
+        };
+        assert!(!parse(&[]).leader_elect);
+        assert!(parse(&["--leader-elect"]).leader_elect);
+        assert!(parse(&["--leader-elect=true"]).leader_elect);
+        assert!(!parse(&["--leader-elect=false"]).leader_elect);
+        assert!(parse(&["--insecure-diagnostics"]).insecure_diagnostics);
+        assert!(
+            Flags::try_parse_from([
+                "manager",
+                "--runner-image=r.example/runner",
+                "--leader-elect-retry-period=0s"
+            ])
+            .is_err()
+        );
+    }
 }

@@ -223,7 +223,7 @@ async fn a_pool_scales_rotates_and_goes_away_cleanly() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let manager = setup(env, &ns, tmp.path()).await;
     bring_up(&ns, 3, json!({})).await;
 
     let p = wait_pool(&ns, "a pool of 3 to be Ready", 300, |p| {
@@ -238,6 +238,23 @@ async fn a_pool_scales_rotates_and_goes_away_cleanly() {
     assert_eq!(status.replicas, Some(3));
     assert_eq!(status.instances.map(|i| i.len()), Some(3));
     assert_eq!(status.ready, Some(true));
+    // The metrics say the same.
+    let body = eventually("the metrics to show the pool Ready", 30, || async {
+        let body = manager.metrics.encode();
+        body.contains(&format!(
+            "captf_ready{{kind=\"TerraformMachinePool\",namespace=\"{}\",name=\"pool-a\"}} 1",
+            ns.name()
+        ))
+        .then_some(body)
+    })
+    .await;
+    assert!(
+        body.contains(
+            "captf_jobs_total{kind=\"TerraformMachinePool\",op=\"apply\",result=\"succeeded\"}"
+        ),
+        "the apply is counted: {body}"
+    );
+    assert!(body.contains("captf_reconcile_op_decisions_total{kind=\"TerraformMachinePool\",op=\"apply\",reason=\"NoState\"}"));
 
     // Scale to 2, then to 0: re-applies; zero stays provisioned.
     scale(&ns, 2).await;

@@ -211,10 +211,9 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
             RoleOutputs::Cluster(d) => d,
             _ => unreachable!("cluster outputs decode as cluster outputs"),
         };
-        pass.draft.set(
-            conditions::OUTPUTS_VALID,
-            &common::outputs_valid(&decoded.verdict),
-        );
+        let valid = common::outputs_valid(&decoded.verdict);
+        common::count_outputs_invalid(ctx, obj, &valid);
+        pass.draft.set(conditions::OUTPUTS_VALID, &valid);
         let outputs = decoded
             .outputs
             .as_ref()
@@ -400,6 +399,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         now,
     );
     tracing::info!(namespace = %ns, name = %obj.name_any(), reason = %decision.reason_label(), op = decision.op_label(), "decided");
+    common::count_decision(ctx, obj, &decision);
     match decision.action.clone() {
         Decided::Start {
             op,

@@ -130,10 +130,23 @@ pub async fn read_stored<K: Workload>(
     let applied = applied_record(ctx, obj).await?;
     let attempt = attempt_record(ctx, obj).await?;
     let ever_applied = obj.provisioned() || applied.is_some();
-    p.draft.set(
-        conditions::STATE_READABLE,
-        &pass::state_readable(&read, ever_applied),
-    );
+    let readable = pass::state_readable(&read, ever_applied);
+    let before = obj.condition(conditions::STATE_READABLE);
+    let again = before.is_some_and(|c| c.status == "False" && c.reason == readable.reason);
+    if readable.status == "False" && !again {
+        let reason = match readable.reason {
+            reasons::STATE_INCONSISTENT => Some("inconsistent"),
+            reasons::STATE_ENCRYPTED => Some("encrypted"),
+            reasons::STATE_CORRUPT => Some("corrupt"),
+            reasons::STATE_LOST => Some("lost"),
+            reasons::STATE_LOCKED => Some("locked"),
+            _ => None,
+        };
+        if let Some(r) = reason {
+            ctx.metrics.state_read_failed(K::KIND.kind(), r);
+        }
+    }
+    p.draft.set(conditions::STATE_READABLE, &readable);
     Ok(Stored {
         read,
         applied,
@@ -495,10 +508,61 @@ pub async fn close<K: Workload>(
     let provisioned = provisioned_in(&p.draft, obj.provisioned());
     set_ready(&mut p.draft, provisioned, p.pool);
     pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    export_gauges(ctx, obj, p);
     let after = requeue
         .unwrap_or(ctx.config.sync_period)
         .min(ctx.config.sync_period);
     Ok(Action::requeue(after.max(Duration::from_millis(200))))
+}
+
+/// The per-object gauges from the conditions this pass wrote.
+fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &Pass) {
+    use crate::metrics::{ConditionValue as Tri, ObjectGauges};
+    let status = |t: &str| Tri::from_status(p.draft.get(t).map(|c| c.status.as_str()));
+    let mut successes = Vec::new();
+    if !p.deleting {
+        for op in [Op::Apply, Op::Refresh, Op::Drift] {
+            if let Some(t) = last_success(&p.loaded.records(), op) {
+                let secs = t
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs_f64())
+                    .unwrap_or(0.0);
+                successes.push((op.as_str().to_owned(), secs));
+            }
+        }
+    }
+    ctx.metrics.object(
+        K::KIND.kind(),
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+        &ObjectGauges {
+            ready: status(conditions::READY),
+            infrastructure_healthy: Some(status(conditions::INFRASTRUCTURE_HEALTHY)),
+            drift_detected: p.draft.is_true(conditions::DRIFT_DETECTED),
+            state_resources: None,
+            state_bytes: None,
+            inputs_bytes: None,
+            last_success: successes,
+        },
+    );
+}
+
+/// Counts a pass's decision (`captf_reconcile_op_decisions_total`).
+pub fn count_decision<K: Workload>(ctx: &Context, _obj: &K, d: &Decision) {
+    let op = match d.op_label() {
+        "none" => None,
+        op => Some(op),
+    };
+    ctx.metrics.decided(K::KIND.kind(), op, &d.reason_label());
+}
+
+/// Counts `OutputsValid` turning False (a transition, not every pass).
+pub fn count_outputs_invalid<K: Workload>(ctx: &Context, obj: &K, v: &ConditionValue) {
+    let before = obj.condition(conditions::OUTPUTS_VALID);
+    let again = before.is_some_and(|c| c.status == "False" && c.reason == v.reason);
+    if v.status == "False" && !again {
+        ctx.metrics.outputs_invalid(K::KIND.kind(), v.reason);
+    }
 }
 
 /// A Job runs: delete it if it can never start, else keep waiting.
@@ -809,6 +873,7 @@ pub async fn start<K: Workload>(
     let op = req.op;
     let records = p.loaded.records();
     if decision.reason == Reason::InputsChanged {
+        ctx.metrics.inputs_hash_changed(K::KIND.kind());
         pass::event(
             ctx,
             obj,
@@ -881,6 +946,7 @@ pub async fn retain_and_release<K: Workload>(
     )
     .await;
     pass::remove_finalizer(ctx, obj).await?;
+    ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
     super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
     Ok(Action::await_change())
 }
@@ -905,6 +971,7 @@ pub async fn release<K: Workload>(ctx: &Context, obj: &K, p: &mut Pass) -> Resul
     )
     .await;
     pass::remove_finalizer(ctx, obj).await?;
+    ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
     super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
     Ok(Action::await_change())
 }

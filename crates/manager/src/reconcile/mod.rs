@@ -51,6 +51,7 @@ pub struct Context {
     pub client: kube::Client,
     pub config: Config,
     pub recorder: Recorder,
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl Context {
@@ -63,6 +64,7 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             config,
+            metrics: crate::metrics::Metrics::new(),
         }
     }
 }

@@ -122,6 +122,48 @@ pub struct Mark {
     pub outcome: Outcome,
     pub plan_hash: Option<String>,
     pub events: Vec<PendingEvent>,
+    pub counted: Option<CountedJob>,
+}
+
+/// What `captf_jobs_total` and friends count of a finished Job (counted
+/// with its mark, once the status patch landed).
+#[derive(Debug, Clone)]
+pub struct CountedJob {
+    pub op: &'static str,
+    pub result: &'static str,
+    pub duration: Duration,
+    /// Runner error class and failed step, when the runner reported one.
+    pub error: Option<(&'static str, Option<String>)>,
+}
+
+impl CountedJob {
+    fn of(o: &ObservedJob) -> Option<CountedJob> {
+        let result = match o.record.outcome {
+            Outcome::Running => return None,
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed | Outcome::PlanUnreadable => "failed",
+            Outcome::DeadlineExceeded => "deadline",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Blocked => "blocked",
+            Outcome::PlanChanged => "plan_changed",
+        };
+        let error = o.result.as_ref().and_then(|r| r.error.as_ref());
+        Some(CountedJob {
+            op: o.record.op.as_str(),
+            result,
+            duration: o
+                .record
+                .finished
+                .and_then(|f| f.duration_since(o.record.created).ok())
+                .unwrap_or_default(),
+            error: error.map(|e| {
+                (
+                    crate::jobs::observe::error_kind_name(&e.kind),
+                    e.step.clone(),
+                )
+            }),
+        })
+    }
 }
 
 /// An event to publish later.
@@ -454,6 +496,7 @@ pub async fn bookkeep<K: Workload>(
             outcome: o.record.outcome,
             plan_hash,
             events: evs,
+            counted: CountedJob::of(o),
         });
     }
     // Job conditions follow the newest finished Job of their ops, when a
@@ -696,6 +739,12 @@ pub async fn start<K: Workload>(
     match acquire(&ctx.client, &lease, now).await? {
         Acquire::Acquired => {}
         Acquire::Held { holder } => {
+            let waiting_already = draft
+                .get(op_condition(req.op))
+                .is_some_and(|c| c.reason == reasons::WAITING_FOR_RUN_LEASE);
+            if !waiting_already {
+                ctx.metrics.lease_wait_started(K::KIND.kind(), "run_lease");
+            }
             let v = ConditionValue {
                 status: "Unknown",
                 reason: reasons::WAITING_FOR_RUN_LEASE,
@@ -951,6 +1000,17 @@ pub async fn finish<K: Workload>(
     for m in marks {
         for e in &m.events {
             event(ctx, obj, e.warning, &e.reason, &e.action, e.note.clone()).await;
+        }
+        if let Some(c) = &m.counted {
+            let error = c
+                .error
+                .as_ref()
+                .map(|(kind, step)| crate::metrics::JobError {
+                    kind,
+                    step: step.as_deref(),
+                });
+            ctx.metrics
+                .job_finished(K::KIND.kind(), c.op, c.result, c.duration, error);
         }
         if let Err(e) =
             mark_bookkept(&ctx.client, &ns, &m.job, m.outcome, m.plan_hash.as_deref()).await

@@ -191,6 +191,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             pass.draft.field("instances", &w.instances);
             observed_replicas = Some(w.replicas);
         }
+        common::count_outputs_invalid(ctx, obj, &valid);
         pass.draft.set(conditions::OUTPUTS_VALID, &valid);
         let was = provisioned;
         provisioned = adapter::provisioned(provisioned, state.inputs_hash.is_some(), outputs);
@@ -363,6 +364,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
         now,
     );
     tracing::info!(namespace = %ns, name = %obj.name_any(), reason = %decision.reason_label(), op = decision.op_label(), "decided");
+    common::count_decision(ctx, obj, &decision);
     match decision.action.clone() {
         Decided::Start {
             op, remediation, ..

@@ -109,6 +109,9 @@ pub async fn install_runner_role(client: &kube::Client) {
 /// The controllers, watching `namespace`, until the handle drops.
 pub struct Manager {
     stop: tokio::sync::watch::Sender<bool>,
+    /// What the controllers counted (the `/metrics` body).
+    #[allow(dead_code)]
+    pub metrics: captf_manager::metrics::Metrics,
 }
 
 impl Drop for Manager {
@@ -127,9 +130,10 @@ pub fn start_manager(client: kube::Client, namespace: &str) -> Manager {
     let mut config = Config::new(manager_ref(namespace));
     config.namespace = Some(namespace.to_owned());
     let ctx = Arc::new(Context::new(client, config));
+    let metrics = ctx.metrics.clone();
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(controllers::run_all(ctx, rx));
-    Manager { stop: tx }
+    Manager { stop: tx, metrics }
 }
 
 /// Registers a module image under its tag and under `repo@digest` (what

@@ -1,0 +1,374 @@
+use super::*;
+
+fn lines_of<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .collect()
+}
+
+fn has(text: &str, line: &str) -> bool {
+    text.lines().any(|l| l == line)
+}
+
+#[test]
+fn every_metric_has_alpha_help_and_its_type() {
+    // Like client_golang, a family without series is not written at all,
+    // so each gets one first.
+    let m = Metrics::new();
+    m.job_finished(
+        "TerraformCluster",
+        "apply",
+        "failed",
+        Duration::from_secs(1),
+        None,
+    );
+    m.jobs_active("TerraformCluster", "apply", 1);
+    m.decided("TerraformCluster", None, "UpToDate");
+    m.inputs_hash_changed("TerraformCluster");
+    m.lease_wait_started("TerraformCluster", "run_lease");
+    m.state_read_failed("TerraformCluster", "corrupt");
+    m.outputs_invalid("TerraformCluster", "OutputsMissing");
+    m.object("TerraformCluster", "ns", "c", &gauges());
+    let text = m.encode();
+    let families = [
+        ("captf_jobs", "counter"),
+        ("captf_job_duration_seconds", "histogram"),
+        ("captf_job_errors", "counter"),
+        ("captf_jobs_active", "gauge"),
+        ("captf_reconcile_op_decisions", "counter"),
+        ("captf_inputs_hash_changes", "counter"),
+        ("captf_lease_waits", "counter"),
+        ("captf_state_read_errors", "counter"),
+        ("captf_outputs_invalid", "counter"),
+        ("captf_ready", "gauge"),
+        ("captf_infrastructure_healthy", "gauge"),
+        ("captf_drift_detected", "gauge"),
+        ("captf_state_resources", "gauge"),
+        ("captf_state_bytes", "gauge"),
+        ("captf_inputs_bytes", "gauge"),
+        ("captf_last_success_timestamp_seconds", "gauge"),
+        ("captf_build_info", "gauge"),
+    ];
+    for (name, kind) in families {
+        assert!(
+            text.contains(&format!("# HELP {name} [ALPHA] ")),
+            "{name} help:\n{text}"
+        );
+        assert!(
+            has(&text, &format!("# TYPE {name} {kind}")),
+            "{name} type:\n{text}"
+        );
+    }
+    let helps = text.lines().filter(|l| l.starts_with("# HELP ")).count();
+    assert_eq!(helps, families.len(), "{text}");
+    assert!(text.ends_with("# EOF\n"));
+}
+
+#[test]
+fn build_info_names_version_commit_and_contract() {
+    let text = Metrics::new().encode();
+    let want = format!(
+        "captf_build_info{{version=\"{}\",commit=\"{}\",contract=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        COMMIT,
+        captf_contract::CONTRACT_VERSION
+    );
+    assert!(has(&text, &want), "{text}");
+}
+
+#[test]
+fn a_failed_job_counts_its_result_duration_and_error() {
+    let m = Metrics::new();
+    m.job_finished(
+        "TerraformCluster",
+        "apply",
+        "failed",
+        Duration::from_secs(40),
+        Some(JobError {
+            kind: "step",
+            step: Some("plan"),
+        }),
+    );
+    let text = m.encode();
+    let job = r#"kind="TerraformCluster",op="apply",result="failed""#;
+    assert!(
+        has(&text, &format!("captf_jobs_total{{{job}}} 1")),
+        "{text}"
+    );
+    assert!(
+        has(
+            &text,
+            &format!("captf_job_duration_seconds_count{{{job}}} 1")
+        ),
+        "{text}"
+    );
+    assert!(
+        has(
+            &text,
+            &format!("captf_job_duration_seconds_sum{{{job}}} 40.0")
+        ),
+        "{text}"
+    );
+    // 40 s falls above the 15 s bucket and inside the next one.
+    assert!(
+        has(
+            &text,
+            &format!("captf_job_duration_seconds_bucket{{le=\"15.0\",{job}}} 0")
+        ),
+        "{text}"
+    );
+    assert!(
+        has(
+            &text,
+            &format!("captf_job_duration_seconds_bucket{{le=\"7200.0\",{job}}} 1")
+        ),
+        "{text}"
+    );
+    assert!(
+        has(
+            &text,
+            r#"captf_job_errors_total{kind="TerraformCluster",op="apply",error_kind="step",step="plan"} 1"#
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn job_duration_buckets_run_from_15_seconds_to_2_hours() {
+    let b = job_duration_buckets();
+    assert_eq!(b.len(), 10);
+    assert_eq!(b[0], 15.0);
+    assert_eq!(b[9], 7200.0);
+    assert!(b.windows(2).all(|w| w[0] < w[1]), "{b:?}");
+}
+
+#[test]
+fn a_succeeded_job_counts_no_error() {
+    let m = Metrics::new();
+    m.job_finished(
+        "TerraformMachine",
+        "destroy",
+        "succeeded",
+        Duration::from_secs(20),
+        Some(JobError {
+            kind: "step",
+            step: Some("apply"),
+        }),
+    );
+    let text = m.encode();
+    assert!(
+        has(
+            &text,
+            r#"captf_jobs_total{kind="TerraformMachine",op="destroy",result="succeeded"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        lines_of(&text, "captf_job_errors_total").is_empty(),
+        "{text}"
+    );
+}
+
+#[test]
+fn unknown_steps_and_error_kinds_fold_into_their_catch_alls() {
+    let m = Metrics::new();
+    let error = |kind, step| {
+        Some(JobError {
+            kind,
+            step: Some(step),
+        })
+    };
+    let d = Duration::from_secs(1);
+    m.job_finished(
+        "TerraformCluster",
+        "plan",
+        "failed",
+        d,
+        error("step", "state-mv"),
+    );
+    m.job_finished(
+        "TerraformCluster",
+        "plan",
+        "failed",
+        d,
+        error("oom", "init"),
+    );
+    // No error reported: the class follows the result, the step is `none`.
+    m.job_finished("TerraformCluster", "plan", "deadline", d, None);
+    let text = m.encode();
+    for line in [
+        r#"captf_job_errors_total{kind="TerraformCluster",op="plan",error_kind="step",step="other"} 1"#,
+        r#"captf_job_errors_total{kind="TerraformCluster",op="plan",error_kind="unknown",step="init"} 1"#,
+        r#"captf_job_errors_total{kind="TerraformCluster",op="plan",error_kind="deadline",step="none"} 1"#,
+    ] {
+        assert!(has(&text, line), "{line}\n{text}");
+    }
+}
+
+#[test]
+fn values_outside_the_documented_sets_record_nothing() {
+    let m = Metrics::new();
+    let d = Duration::from_secs(1);
+    m.job_finished("TerraformPlan", "apply", "failed", d, None);
+    m.job_finished("TerraformCluster", "import", "failed", d, None);
+    m.job_finished("TerraformCluster", "apply", "crashed", d, None);
+    m.decided("TerraformCluster", Some("none"), "UpToDate");
+    m.decided("TerraformCluster", None, "the state is up to date");
+    m.lease_wait_started("TerraformMachine", "slot");
+    m.state_read_failed("TerraformMachine", "StateCorrupt");
+    m.outputs_invalid("TerraformMachine", "whatever");
+    m.inputs_hash_changed("TerraformClusterIdentity");
+    m.jobs_active("TerraformMachine", "none", 3);
+    m.object(
+        "TerraformMachineTemplate",
+        "ns",
+        "a",
+        &ObjectGauges {
+            ready: ConditionValue::True,
+            infrastructure_healthy: None,
+            drift_detected: false,
+            state_resources: None,
+            state_bytes: None,
+            inputs_bytes: None,
+            last_success: vec![],
+        },
+    );
+    let text = m.encode();
+    let samples: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("captf_build_info"))
+        .collect();
+    assert!(samples.is_empty(), "{samples:#?}");
+}
+
+#[test]
+fn counters_for_decisions_waits_and_transitions() {
+    let m = Metrics::new();
+    m.decided("TerraformCluster", Some("apply"), "InputsChanged");
+    m.decided("TerraformCluster", None, "UpToDate");
+    m.decided("TerraformCluster", None, "UpToDate");
+    m.inputs_hash_changed("TerraformMachinePool");
+    m.lease_wait_started("TerraformMachine", "job_slot");
+    m.state_read_failed("TerraformCluster", "lost");
+    m.outputs_invalid("TerraformMachine", "ProviderIDChanged");
+    m.jobs_active("TerraformMachinePool", "drift", 4);
+    m.jobs_active("TerraformMachinePool", "drift", 2);
+    let text = m.encode();
+    for line in [
+        r#"captf_reconcile_op_decisions_total{kind="TerraformCluster",op="apply",reason="InputsChanged"} 1"#,
+        r#"captf_reconcile_op_decisions_total{kind="TerraformCluster",op="none",reason="UpToDate"} 2"#,
+        r#"captf_inputs_hash_changes_total{kind="TerraformMachinePool"} 1"#,
+        r#"captf_lease_waits_total{kind="TerraformMachine",reason="job_slot"} 1"#,
+        r#"captf_state_read_errors_total{kind="TerraformCluster",reason="lost"} 1"#,
+        r#"captf_outputs_invalid_total{kind="TerraformMachine",reason="ProviderIDChanged"} 1"#,
+        r#"captf_jobs_active{kind="TerraformMachinePool",op="drift"} 2"#,
+    ] {
+        assert!(has(&text, line), "{line}\n{text}");
+    }
+}
+
+fn gauges() -> ObjectGauges {
+    ObjectGauges {
+        ready: ConditionValue::Unknown,
+        infrastructure_healthy: Some(ConditionValue::False),
+        drift_detected: true,
+        state_resources: Some(12),
+        state_bytes: Some(4096),
+        inputs_bytes: Some(900),
+        last_success: vec![
+            ("apply".into(), 1_700_000_000.0),
+            ("drift".into(), 1_700_000_600.5),
+        ],
+    }
+}
+
+#[test]
+fn per_object_gauges_carry_kind_namespace_and_name() {
+    let m = Metrics::new();
+    m.object("TerraformMachine", "team-a", "m-0", &gauges());
+    let text = m.encode();
+    let id = r#"kind="TerraformMachine",namespace="team-a",name="m-0""#;
+    for line in [
+        format!("captf_ready{{{id}}} -1"),
+        format!("captf_infrastructure_healthy{{{id}}} 0"),
+        format!("captf_drift_detected{{{id}}} 1"),
+        format!("captf_state_resources{{{id}}} 12"),
+        format!("captf_state_bytes{{{id}}} 4096"),
+        format!("captf_inputs_bytes{{{id}}} 900"),
+        format!("captf_last_success_timestamp_seconds{{{id},op=\"apply\"}} 1700000000.0"),
+        format!("captf_last_success_timestamp_seconds{{{id},op=\"drift\"}} 1700000600.5"),
+    ] {
+        assert!(has(&text, &line), "{line}\n{text}");
+    }
+}
+
+#[test]
+fn an_update_drops_series_no_longer_known() {
+    let m = Metrics::new();
+    m.object("TerraformCluster", "ns", "c", &gauges());
+    let mut later = gauges();
+    later.ready = ConditionValue::True;
+    later.infrastructure_healthy = None;
+    later.state_bytes = None;
+    later.last_success.retain(|(op, _)| op == "apply");
+    m.object("TerraformCluster", "ns", "c", &later);
+    let text = m.encode();
+    assert!(
+        has(
+            &text,
+            r#"captf_ready{kind="TerraformCluster",namespace="ns",name="c"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        lines_of(&text, "captf_infrastructure_healthy").is_empty(),
+        "{text}"
+    );
+    assert!(lines_of(&text, "captf_state_bytes").is_empty(), "{text}");
+    assert_eq!(
+        lines_of(&text, "captf_last_success_timestamp_seconds").len(),
+        1,
+        "{text}"
+    );
+}
+
+#[test]
+fn forget_removes_every_series_of_that_object_only() {
+    let m = Metrics::new();
+    m.object("TerraformCluster", "ns", "gone", &gauges());
+    m.object("TerraformCluster", "ns", "kept", &gauges());
+    m.object("TerraformMachine", "ns", "gone", &gauges());
+    m.forget("TerraformCluster", "ns", "gone");
+    let text = m.encode();
+    let per_object = text
+        .lines()
+        .filter(|l| l.contains("namespace=\"ns\""))
+        .collect::<Vec<_>>();
+    assert!(
+        per_object
+            .iter()
+            .all(|l| !l.contains(r#"kind="TerraformCluster",namespace="ns",name="gone""#)),
+        "{per_object:#?}"
+    );
+    // Eight series each for the two objects left.
+    assert_eq!(per_object.len(), 16, "{per_object:#?}");
+}
+
+#[test]
+fn condition_status_strings_map_to_gauge_values() {
+    assert_eq!(ConditionValue::from_status(Some("True")).gauge(), 1);
+    assert_eq!(ConditionValue::from_status(Some("False")).gauge(), 0);
+    assert_eq!(ConditionValue::from_status(Some("Unknown")).gauge(), -1);
+    assert_eq!(ConditionValue::from_status(None).gauge(), -1);
+}
+
+#[test]
+fn clones_share_one_registry() {
+    let m = Metrics::new();
+    let other = m.clone();
+    other.inputs_hash_changed("TerraformCluster");
+    assert!(has(
+        &m.encode(),
+        r#"captf_inputs_hash_changes_total{kind="TerraformCluster"} 1"#
+    ));
+}
