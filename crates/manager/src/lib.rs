@@ -14,5 +14,6 @@ pub mod names;
 pub mod rbac;
 pub mod reconcile;
 pub mod records;
+pub mod serving;
 pub mod state;
 pub mod webhook;

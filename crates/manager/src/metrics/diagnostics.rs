@@ -4,16 +4,12 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -31,8 +27,6 @@ use super::{CONTENT_TYPE, Metrics};
 pub const METRICS_PATH: &str = "/metrics";
 /// The verb the SubjectAccessReview asks about (a scrape is a GET).
 const METRICS_VERB: &str = "get";
-/// A client that has not finished its TLS handshake by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Names the generated certificate is valid for, as controller-runtime does.
 const SELF_SIGNED_NAMES: [&str; 2] = ["localhost", "127.0.0.1"];
 
@@ -282,50 +276,7 @@ pub async fn serve_on(
         Security::Secure { tls, client } => (Some(TlsAcceptor::from(tls)), Some(client)),
     };
     let app = router(metrics, reviewer);
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accepting a diagnostics connection failed");
-                    continue;
-                }
-            },
-        };
-        let service = TowerToHyperService::new(app.clone());
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            let served = match acceptor {
-                None => {
-                    auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tcp), service)
-                        .await
-                }
-                Some(acceptor) => {
-                    let tls =
-                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                            Ok(Ok(tls)) => tls,
-                            Ok(Err(e)) => {
-                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                                return;
-                            }
-                            Err(_) => {
-                                tracing::debug!(%peer, "TLS handshake timed out");
-                                return;
-                            }
-                        };
-                    auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await
-                }
-            };
-            if let Err(e) = served {
-                tracing::debug!(%peer, error = %e, "diagnostics connection ended with an error");
-            }
-        });
-    }
+    crate::serving::serve_connections(listener, acceptor, app, "diagnostics", shutdown).await;
 }
 
 #[cfg(test)]

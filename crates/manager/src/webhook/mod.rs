@@ -17,9 +17,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use captf_api::names::webhooks::VALIDATING;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -32,8 +29,6 @@ pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 /// Largest AdmissionReview accepted: two copies of the biggest object the
 /// apiserver stores, with room to spare.
 const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
-/// A client that has not finished its TLS handshake by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
@@ -133,40 +128,7 @@ pub async fn serve(
     let app = router(config.manager_username.clone(), config.client.clone());
 
     let reloader = tokio::spawn(watch_certificate(store, config.reload_interval));
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accepting a webhook connection failed");
-                    continue;
-                }
-            },
-        };
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            if let Err(e) = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
-            }
-        });
-    }
+    crate::serving::serve_connections(listener, Some(acceptor), app, "webhook", shutdown).await;
     reloader.abort();
     Ok(())
 }
