@@ -685,3 +685,96 @@ async fn an_identity_holds_the_cluster_until_it_allows_the_namespace() {
         .await
         .ok();
 }
+
+#[tokio::test]
+async fn a_manual_cluster_plans_and_applies_only_the_approved_plan() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_module(
+        env,
+        &module_ref("cluster", ns.name()),
+        module_image(tmp.path(), "cluster", "v1", &[]),
+    );
+    install_runner_role(&ns.client()).await;
+    let _manager = start_manager(ns.client(), ns.name());
+    create_cluster(
+        &ns,
+        "careful",
+        json!({"noop_exports_extra": {"zone": "a"}}),
+        json!({"intervalSeconds": 0}),
+    )
+    .await;
+    // The first apply (no state) is never gated.
+    wait_for(&ns, "careful", "the cluster to be Ready", 300, |tc| {
+        has(tc, "Ready", "True", "Ready")
+    })
+    .await;
+    let tcs = ns.api::<TerraformCluster>();
+    tcs.patch(
+        "careful",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"applyPolicy": "Manual"}})),
+    )
+    .await
+    .unwrap();
+
+    // A change is planned, not applied.
+    set_variables(&ns, "careful", json!({"noop_exports_extra": {"zone": "b"}})).await;
+    let tc = wait_for(&ns, "careful", "the plan to wait for approval", 300, |tc| {
+        has(tc, "ApplyJobSucceeded", "Unknown", "PlanAwaitingApproval")
+    })
+    .await;
+    let plan_name = tc
+        .status
+        .as_ref()
+        .and_then(|s| s.pending_plan_ref.as_ref())
+        .map(|r| r.name.clone())
+        .expect("the pending plan is referenced");
+    let plans = ns.api::<TerraformPlan>();
+    let plan = plans.get(&plan_name).await.unwrap();
+    assert_eq!(plan.spec.reason, captf_api::plan::PlanReason::Manual);
+    assert_eq!(
+        plan.spec.summary.output_changes,
+        Some(1),
+        "{:?}",
+        plan.spec.summary
+    );
+    let jobs: Api<Job> = ns.api();
+    assert_eq!(
+        applies(&jobs.list(&ListParams::default()).await.unwrap().items),
+        1,
+        "nothing applied but the first apply"
+    );
+
+    // Approved, exactly that plan applies and the plan ends Applied.
+    plans
+        .patch(
+            &plan_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"approved": true, "approvedBy": "a reviewer"}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&ns, "careful", "the approved plan to apply", 300, |tc| {
+        has(tc, "ApplyJobSucceeded", "True", "ApplySucceeded") && has(tc, "Ready", "True", "Ready")
+    })
+    .await;
+    eventually("the plan to be Applied", 60, || async {
+        let p = plans.get(&plan_name).await.ok()?;
+        (p.status?.phase? == captf_api::plan::PlanPhase::Applied).then_some(())
+    })
+    .await;
+    let all = jobs.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(applies(&all), 2);
+    assert!(
+        all.iter().any(|j| j
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.get("captf.io/approved-plan") == Some(&plan_name))),
+        "the apply ran bound to the approved plan"
+    );
+}

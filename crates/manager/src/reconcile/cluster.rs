@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use captf_api::TerraformCluster;
-use captf_api::common::{DeletionPolicy, DriftAction};
+use captf_api::common::{ApplyPolicy, DeletionPolicy, DriftAction};
 use captf_api::effective;
 use captf_api::names::{annotations, conditions, events, labels, reasons};
+use captf_api::plan::{PlanReason, TerraformPlan};
 use captf_api::{TerraformMachine, TerraformMachinePool};
 use captf_contract::outputs::RoleOutputs;
 use captf_contract::{Role, RoleInputs, UserVariables, inputs_hash, render_root};
@@ -23,7 +24,7 @@ use super::{Context, Error};
 use crate::adapters::cluster::{self as adapter, ExportsWrite, OutputsReading};
 use crate::adapters::{capi_owner_ref, cluster_name_label};
 use crate::capi::{self, Cluster};
-use crate::engine::decide::{Action as Decided, ApplyGate, Approval, Op};
+use crate::engine::decide::{Action as Decided, ApplyGate, Approval, ManualPlan, Op};
 use crate::engine::history::Outcome;
 use crate::engine::job_conditions::ConditionValue;
 use crate::jobs::args::Guard;
@@ -92,6 +93,47 @@ fn applied_endpoint_input_null(record: Option<&InputsRecord>) -> bool {
         .is_some_and(|v| v.get("control_plane_endpoint").is_none_or(Value::is_null))
 }
 
+/// The Manual plan of the current inputs: the live `Manual` TerraformPlan,
+/// else an empty plan the newest plan Job of these inputs found (applied
+/// without approval), else none (a plan Job is due).
+fn manual_plan(
+    pass: &common::Pass,
+    plans_list: &[TerraformPlan],
+    current_hash: &str,
+) -> Option<ManualPlan> {
+    if let Some(p) = plans::live_plan(plans_list)
+        .filter(|p| p.spec.reason == PlanReason::Manual && p.spec.inputs_hash == current_hash)
+    {
+        return Some(ManualPlan {
+            plan_hash: p.spec.plan_hash.clone(),
+            empty: false,
+            approved: p.spec.approved == Some(true),
+        });
+    }
+    let newest = pass
+        .loaded
+        .observed
+        .iter()
+        .filter(|o| o.record.op == Op::Plan)
+        .filter(|o| {
+            pass.loaded
+                .annotation(&o.record.name, annotations::INPUTS_HASH)
+                == Some(current_hash)
+        })
+        .max_by_key(|o| o.record.created)?;
+    let hash = newest
+        .result
+        .as_ref()
+        .and_then(|r| r.plan.as_ref())
+        .filter(|p| plans::is_empty(p))
+        .map(|p| p.hash.clone())?;
+    (newest.record.outcome == Outcome::Succeeded).then_some(ManualPlan {
+        plan_hash: hash,
+        empty: true,
+        approved: false,
+    })
+}
+
 pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let obj = &*obj;
     let ctx = &*ctx;
@@ -145,7 +187,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
             .annotation(&o.record.name, annotations::INPUTS_HASH)
             .unwrap_or_default()
             .to_owned();
-        plans::create_blocked(
+        plans::create(
             ctx,
             obj,
             &cluster_name,
@@ -153,6 +195,41 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
             &hash,
             plan,
             &plans_list,
+            PlanReason::Destructive,
+        )
+        .await?;
+        plans_list = plans::list(ctx, obj).await?;
+    }
+    // Plans made by plan Jobs under `applyPolicy: Manual` (an empty plan
+    // needs no approval and makes no TerraformPlan).
+    for o in pass
+        .booked
+        .newly
+        .iter()
+        .filter(|o| o.record.op == Op::Plan && o.record.outcome == Outcome::Succeeded)
+    {
+        let Some(plan) = o
+            .result
+            .as_ref()
+            .and_then(|r| r.plan.as_ref())
+            .filter(|p| !plans::is_empty(p))
+        else {
+            continue;
+        };
+        let hash = pass
+            .loaded
+            .annotation(&o.record.name, annotations::INPUTS_HASH)
+            .unwrap_or_default()
+            .to_owned();
+        plans::create(
+            ctx,
+            obj,
+            &cluster_name,
+            &o.record.name,
+            &hash,
+            plan,
+            &plans_list,
+            PlanReason::Manual,
         )
         .await?;
         plans_list = plans::list(ctx, obj).await?;
@@ -348,9 +425,21 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
     if let Some(cur) = &current {
         if !pass.deleting() {
             plans::supersede_moot(ctx, &plans_list, &cur.hash).await?;
+            if eff.apply_policy == ApplyPolicy::Automatic {
+                // Back to Automatic: a waiting Manual plan is moot.
+                for p in plans_list
+                    .iter()
+                    .filter(|p| p.spec.reason == PlanReason::Manual)
+                    .filter(|p| plans::live_plan(std::slice::from_ref(p)).is_some())
+                {
+                    plans::set_phase(ctx, p, captf_api::plan::PlanPhase::Superseded).await?;
+                }
+            }
             plans_list = plans::list(ctx, obj).await?;
         }
-        if let Some(newest) = pass.loaded.newest_apply_for(&cur.hash)
+        if eff.apply_policy == ApplyPolicy::Manual {
+            gate = ApplyGate::Manual(manual_plan(&pass, &plans_list, &cur.hash));
+        } else if let Some(newest) = pass.loaded.newest_apply_for(&cur.hash)
             && newest.record.outcome == Outcome::Blocked
         {
             let approval = plans::live_plan(&plans_list)
@@ -422,6 +511,9 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
                 return common::close(ctx, obj, &mut pass, decision.requeue).await;
             };
             let mut req = req;
+            if op == Op::Plan {
+                req.plan_key_secret = Some(pass::ensure_plan_key(ctx, obj).await?);
+            }
             if op == Op::Apply {
                 // Every cluster apply is guarded; an approval binds the plan.
                 let expect = match &approval {
@@ -447,6 +539,16 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         Decided::DropFinalizer => common::release(ctx, obj, &mut pass).await,
         Decided::Retain => common::retain_and_release(ctx, obj, &mut pass).await,
         Decided::Wait => {
+            if decision.reason == crate::engine::decide::Reason::PlanAwaitingApproval {
+                let plan = live.clone().unwrap_or_default();
+                pass.draft.set(conditions::APPLY_JOB_SUCCEEDED, &ConditionValue {
+                    status: "Unknown",
+                    reason: reasons::PLAN_AWAITING_APPROVAL,
+                    message: format!(
+                        "applyPolicy is Manual: TerraformPlan {plan} waits for approval; review it, then: kubectl patch terraformplan {plan} -n {ns} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'"
+                    ),
+                });
+            }
             if decision.reason == crate::engine::decide::Reason::DestructivePlanBlocked {
                 let plan = live.clone().unwrap_or_default();
                 pass.draft.set(conditions::APPLY_JOB_SUCCEEDED, &ConditionValue {

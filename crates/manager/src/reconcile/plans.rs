@@ -117,8 +117,28 @@ pub async fn set_phase(ctx: &Context, plan: &TerraformPlan, to: PlanPhase) -> Re
     Ok(())
 }
 
-/// Creates the plan a blocked apply reported, superseding the live one.
-pub async fn create_blocked(
+/// Whether a plan changes nothing at all (no resource, output, import,
+/// move or forget): such a plan needs no approval.
+pub fn is_empty(plan: &RunnerPlan) -> bool {
+    let c = &plan.counts;
+    [
+        c.create,
+        c.update,
+        c.replace,
+        c.delete,
+        c.import,
+        c.moves,
+        c.forget,
+        c.output_changes,
+    ]
+    .iter()
+    .all(|n| *n == 0)
+}
+
+/// Creates the plan a Job reported (a blocked apply: `Destructive`; a plan
+/// Job under `applyPolicy: Manual`: `Manual`), superseding the live one.
+#[allow(clippy::too_many_arguments)]
+pub async fn create(
     ctx: &Context,
     obj: &TerraformCluster,
     cluster_name: &str,
@@ -126,6 +146,7 @@ pub async fn create_blocked(
     inputs_hash: &str,
     plan: &RunnerPlan,
     existing: &[TerraformPlan],
+    reason: PlanReason,
 ) -> Result<String, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = plan_name(&obj.name_any(), job, &plan.hash);
@@ -143,7 +164,7 @@ pub async fn create_blocked(
             },
             plan_hash: plan.hash.clone(),
             inputs_hash: inputs_hash.to_owned(),
-            reason: PlanReason::Destructive,
+            reason,
             summary: PlanSummary {
                 create: as_i32(counts.create),
                 update: as_i32(counts.update),
@@ -163,9 +184,20 @@ pub async fn create_blocked(
     tp.metadata.namespace = Some(ns.clone());
     tp.metadata.labels = Some(BTreeMap::from([
         (labels::CLUSTER_NAME.to_owned(), cluster_name.to_owned()),
-        (labels::DESTRUCTIVE.to_owned(), "true".to_owned()),
+        (
+            labels::DESTRUCTIVE.to_owned(),
+            (counts.delete + counts.replace > 0).to_string(),
+        ),
         (labels::PLAN_PHASE.to_owned(), "Pending".to_owned()),
-        (labels::PLAN_REASON.to_owned(), "Destructive".to_owned()),
+        (
+            labels::PLAN_REASON.to_owned(),
+            match reason {
+                PlanReason::Manual => "Manual",
+                PlanReason::Destructive => "Destructive",
+                PlanReason::ExportsChange => "ExportsChange",
+            }
+            .to_owned(),
+        ),
     ]));
     tp.metadata.owner_references =
         Some(vec![obj.controller_owner_ref(&()).expect("stored object")]);
