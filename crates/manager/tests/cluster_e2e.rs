@@ -778,3 +778,90 @@ async fn a_manual_cluster_plans_and_applies_only_the_approved_plan() {
         "the apply ran bound to the approved plan"
     );
 }
+
+#[tokio::test]
+async fn variables_come_from_labeled_sources_and_changes_apply() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_module(
+        env,
+        &module_ref("cluster", ns.name()),
+        module_image(tmp.path(), "cluster", "v1", &[]),
+    );
+    install_runner_role(&ns.client()).await;
+    let _manager = start_manager(ns.client(), ns.name());
+    create_cluster(
+        &ns,
+        "fed",
+        json!({"noop_health_state": "running"}),
+        json!({"intervalSeconds": 0}),
+    )
+    .await;
+    wait_for(&ns, "fed", "the cluster to be Ready", 300, |tc| {
+        has(tc, "Ready", "True", "Ready")
+    })
+    .await;
+
+    // A required source that is not there holds the inputs.
+    ns.api::<TerraformCluster>()
+        .patch(
+            "fed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"variablesFrom": [{"configMapRef": {"name": "extra"}, "format": "JSON"}]}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&ns, "fed", "the missing source to be named", 120, |tc| {
+        condition(tc, "DependenciesReady").is_some_and(|c| {
+            c.reason == "VariablesSourceNotFound" && c.message.contains("ConfigMap extra")
+        })
+    })
+    .await;
+
+    // Unlabeled, it still does not count; labeled, its variables apply.
+    let config_maps = ns.api::<k8s_openapi::api::core::v1::ConfigMap>();
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "extra"},
+        "data": {"noop_exports_extra": "{\"zone\":\"c\"}"},
+    }))
+    .unwrap();
+    config_maps
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let tc = ns.api::<TerraformCluster>().get("fed").await.unwrap();
+    assert_eq!(
+        condition(&tc, "DependenciesReady").map(|c| c.reason.as_str()),
+        Some("VariablesSourceNotFound")
+    );
+    config_maps
+        .patch(
+            "extra",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"captf.io/variables": "true"}}})),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = ns.api();
+    eventually("the sourced variable to reach the state", 300, || async {
+        let s = secrets
+            .list(&ListParams::default().labels("tfstate=true"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()?;
+        let state = gunzip(&s.data.as_ref()?["tfstate"].0);
+        (state["outputs"]["exports"]["value"]["zone"] == json!("c")).then_some(())
+    })
+    .await;
+    wait_for(&ns, "fed", "the cluster to be Ready again", 120, |tc| {
+        has(tc, "Ready", "True", "Ready")
+            && has(tc, "DependenciesReady", "True", "DependenciesReady")
+    })
+    .await;
+}

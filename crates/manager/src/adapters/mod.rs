@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod exports_guard;
 pub mod pool;
+pub mod variables;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 

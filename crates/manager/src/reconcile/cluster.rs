@@ -10,7 +10,7 @@ use captf_api::names::{annotations, conditions, events, labels, reasons};
 use captf_api::plan::{PlanReason, TerraformPlan};
 use captf_api::{TerraformMachine, TerraformMachinePool};
 use captf_contract::outputs::RoleOutputs;
-use captf_contract::{Role, RoleInputs, UserVariables, inputs_hash, render_root};
+use captf_contract::{Role, RoleInputs, inputs_hash, render_root};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -46,15 +46,6 @@ async fn owner_cluster(ctx: &Context, obj: &TerraformCluster) -> Result<Option<C
         Some(d) => Ok(Cluster::from_dynamic(&d).ok()),
         None => Ok(None),
     }
-}
-
-fn variables(obj: &TerraformCluster) -> Result<UserVariables, String> {
-    let mut vars = UserVariables::new();
-    for (k, v) in obj.spec.workspace.variables.iter().flatten() {
-        vars.insert(Role::Cluster, k, v.clone(), false)
-            .map_err(|e| format!("spec.variables.{k}: {e}"))?;
-    }
-    Ok(vars)
 }
 
 /// The cluster's dependents that must go before it is destroyed.
@@ -364,7 +355,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         .field("initialization", json!({"provisioned": provisioned}));
 
     // Current inputs.
-    let current = match (&cluster, variables(obj)) {
+    let vars = common::variables(ctx, obj, Role::Cluster).await?;
+    let current = match (&cluster, vars) {
         (Some(c), Ok(vars)) => {
             let inputs = RoleInputs::Cluster(adapter::inputs(
                 obj,
@@ -405,15 +397,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
                 }
             }
         }
-        (_, Err(msg)) => {
-            pass.draft.set(
-                conditions::DEPENDENCIES_READY,
-                &ConditionValue {
-                    status: "False",
-                    reason: reasons::VARIABLES_INVALID,
-                    message: msg,
-                },
-            );
+        (_, Err(c)) => {
+            pass.draft.set(conditions::DEPENDENCIES_READY, &c);
             None
         }
         (None, _) => None,

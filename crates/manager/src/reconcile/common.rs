@@ -155,6 +155,63 @@ pub async fn read_stored<K: Workload>(
     })
 }
 
+/// The object's user variables: its `variablesFrom` sources read live
+/// (only those labeled `captf.io/variables=true` count), then its inline
+/// variables. `Ok(Err)` is the `DependenciesReady` to report.
+pub async fn variables<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    role: captf_contract::Role,
+) -> Result<Result<captf_contract::UserVariables, ConditionValue>, Error> {
+    use crate::adapters::variables::{SourceData, merge};
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    let ns = obj.namespace().unwrap_or_default();
+    let labeled = |labels: Option<&std::collections::BTreeMap<String, String>>| {
+        labels
+            .and_then(|l| l.get(captf_api::names::labels::VARIABLES))
+            .is_some_and(|v| v == "true")
+    };
+    let mut sources = Vec::new();
+    for source in obj.workspace().variables_from.iter().flatten() {
+        let data = if let Some(r) = &source.config_map_ref {
+            let api: kube::Api<ConfigMap> = kube::Api::namespaced(ctx.client.clone(), &ns);
+            api.get_opt(&r.name)
+                .await?
+                .filter(|c| labeled(c.metadata.labels.as_ref()))
+                .map(|c| {
+                    let mut d: std::collections::BTreeMap<String, Vec<u8>> = c
+                        .data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.into_bytes()))
+                        .collect();
+                    for (k, v) in c.binary_data.unwrap_or_default() {
+                        d.insert(k, v.0);
+                    }
+                    SourceData(d)
+                })
+        } else if let Some(r) = &source.secret_ref {
+            let api: kube::Api<Secret> = kube::Api::namespaced(ctx.client.clone(), &ns);
+            api.get_opt(&r.name)
+                .await?
+                .filter(|s| labeled(s.metadata.labels.as_ref()))
+                .map(|s| {
+                    SourceData(
+                        s.data
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|(k, v)| (k, v.0))
+                            .collect(),
+                    )
+                })
+        } else {
+            None
+        };
+        sources.push((source.clone(), data));
+    }
+    Ok(merge(role, obj.workspace().variables.as_ref(), &sources))
+}
+
 /// `OutputsValid` from a decoder's verdict.
 pub fn outputs_valid(v: &captf_contract::outputs::OutputsVerdict) -> ConditionValue {
     ConditionValue {

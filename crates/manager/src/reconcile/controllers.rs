@@ -9,6 +9,7 @@ use captf_api::plan::TerraformPlan;
 use captf_api::{TerraformCluster, TerraformClusterIdentity};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -62,6 +63,36 @@ pub(crate) fn infrastructure_ref<K: Resource<DynamicType = ()>>(
     Some(ObjectRef::new(name).within(&o.namespace()?))
 }
 
+/// Watches only the ConfigMaps and Secrets offered as variable sources.
+pub fn variable_sources() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{}=true", labels::VARIABLES))
+}
+
+/// The objects in `namespace` whose `spec.variablesFrom` names the source
+/// (`secret`: a Secret, else a ConfigMap) called `name`.
+pub fn variable_users<K: Workload>(
+    objects: Vec<Arc<K>>,
+    namespace: Option<String>,
+    name: &str,
+    secret: bool,
+) -> Vec<ObjectRef<K>> {
+    objects
+        .into_iter()
+        .filter(|o| o.namespace() == namespace)
+        .filter(|o| {
+            o.workspace().variables_from.iter().flatten().any(|v| {
+                let r = if secret {
+                    &v.secret_ref
+                } else {
+                    &v.config_map_ref
+                };
+                r.as_ref().is_some_and(|r| r.name == name)
+            })
+        })
+        .map(|o| ObjectRef::from_obj(&*o))
+        .collect()
+}
+
 fn managed_jobs() -> watcher::Config {
     watcher::Config::default().labels(&format!("{}=true", labels::MANAGED))
 }
@@ -74,7 +105,14 @@ pub async fn run_clusters(
     let cluster_ar = capi::cluster_resource();
     let controller = Controller::new(api::<TerraformCluster>(&ctx), watcher::Config::default());
     let store = controller.store();
+    let (by_config_map, by_secret) = (controller.store(), controller.store());
     controller
+        .watches(api::<ConfigMap>(&ctx), variable_sources(), move |c| {
+            variable_users(by_config_map.state(), c.namespace(), &c.name_any(), false)
+        })
+        .watches(api::<Secret>(&ctx), variable_sources(), move |s| {
+            variable_users(by_secret.state(), s.namespace(), &s.name_any(), true)
+        })
         .owns(api::<Job>(&ctx), managed_jobs())
         .owns(api::<TerraformPlan>(&ctx), watcher::Config::default())
         .watches_with(

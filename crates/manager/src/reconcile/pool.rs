@@ -7,11 +7,11 @@ use std::time::{Duration, SystemTime};
 use captf_api::common::{DeletionPolicy, DriftAction};
 use captf_api::names::{annotations, conditions, events, kinds, labels, reasons};
 use captf_api::{TerraformCluster, TerraformMachinePool, effective};
+use captf_contract::Role;
 use captf_contract::outputs::RoleOutputs;
-use captf_contract::{Role, UserVariables};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -39,15 +39,6 @@ async fn get_dynamic(
 ) -> Result<Option<DynamicObject>, Error> {
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, ar);
     Ok(api.get_opt(name).await?)
-}
-
-fn variables(obj: &TerraformMachinePool) -> Result<UserVariables, String> {
-    let mut vars = UserVariables::new();
-    for (k, v) in obj.spec.workspace.variables.iter().flatten() {
-        vars.insert(Role::MachinePool, k, v.clone(), false)
-            .map_err(|e| format!("spec.variables.{k}: {e}"))?;
-    }
-    Ok(vars)
 }
 
 /// What the pool's dependencies read.
@@ -287,15 +278,8 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             bootstrap_secret: bootstrap.as_ref(),
         }) {
             Err(c) => pass.draft.set(conditions::DEPENDENCIES_READY, &c),
-            Ok(d) => match variables(obj) {
-                Err(msg) => pass.draft.set(
-                    conditions::DEPENDENCIES_READY,
-                    &ConditionValue {
-                        status: "False",
-                        reason: reasons::VARIABLES_INVALID,
-                        message: msg,
-                    },
-                ),
+            Ok(d) => match common::variables(ctx, obj, Role::MachinePool).await? {
+                Err(c) => pass.draft.set(conditions::DEPENDENCIES_READY, &c),
                 Ok(vars) => {
                     built = Some(Built {
                         inputs: adapter::inputs(obj, mp, cluster, &d),
@@ -433,7 +417,39 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let controller = Controller::new(pools, watcher::Config::default());
     let by_cluster = controller.store();
     let by_secret = controller.store();
+    let (by_variables_cm, by_variables_secret) = (controller.store(), controller.store());
+    let (config_maps, variable_secrets) = match &ctx.config.namespace {
+        Some(ns) => (
+            Api::<ConfigMap>::namespaced(ctx.client.clone(), ns),
+            Api::<Secret>::namespaced(ctx.client.clone(), ns),
+        ),
+        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
+    };
     controller
+        .watches(
+            config_maps,
+            super::controllers::variable_sources(),
+            move |c| {
+                super::controllers::variable_users(
+                    by_variables_cm.state(),
+                    c.namespace(),
+                    &c.name_any(),
+                    false,
+                )
+            },
+        )
+        .watches(
+            variable_secrets,
+            super::controllers::variable_sources(),
+            move |s| {
+                super::controllers::variable_users(
+                    by_variables_secret.state(),
+                    s.namespace(),
+                    &s.name_any(),
+                    true,
+                )
+            },
+        )
         .owns(
             jobs,
             watcher::Config::default().labels(&format!("{}=true", labels::MANAGED)),
