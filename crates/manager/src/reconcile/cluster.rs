@@ -162,48 +162,21 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         common::Opened::Pass(p) => p,
     };
 
-    // Plans made by blocked applies in this pass's bookkeeping.
     let mut plans_list = plans::list(ctx, obj).await?;
-    for o in pass
-        .booked
-        .newly
-        .iter()
-        .filter(|o| o.record.outcome == Outcome::Blocked)
-    {
-        let Some(plan) = o.result.as_ref().and_then(|r| r.plan.as_ref()) else {
-            continue;
+    // Plans reported in this pass's bookkeeping: a blocked apply's
+    // (`Destructive`), or a plan Job's under `applyPolicy: Manual` (an
+    // empty plan needs no approval and makes none).
+    for o in &pass.booked.newly {
+        let reason = match (o.record.op, o.record.outcome) {
+            (_, Outcome::Blocked) => PlanReason::Destructive,
+            (Op::Plan, Outcome::Succeeded) => PlanReason::Manual,
+            _ => continue,
         };
-        let hash = pass
-            .loaded
-            .annotation(&o.record.name, annotations::INPUTS_HASH)
-            .unwrap_or_default()
-            .to_owned();
-        plans::create(
-            ctx,
-            obj,
-            &cluster_name,
-            &o.record.name,
-            &hash,
-            plan,
-            &plans_list,
-            PlanReason::Destructive,
-        )
-        .await?;
-        plans_list = plans::list(ctx, obj).await?;
-    }
-    // Plans made by plan Jobs under `applyPolicy: Manual` (an empty plan
-    // needs no approval and makes no TerraformPlan).
-    for o in pass
-        .booked
-        .newly
-        .iter()
-        .filter(|o| o.record.op == Op::Plan && o.record.outcome == Outcome::Succeeded)
-    {
         let Some(plan) = o
             .result
             .as_ref()
             .and_then(|r| r.plan.as_ref())
-            .filter(|p| !plans::is_empty(p))
+            .filter(|p| reason == PlanReason::Destructive || !plans::is_empty(p))
         else {
             continue;
         };
@@ -220,7 +193,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
             &hash,
             plan,
             &plans_list,
-            PlanReason::Manual,
+            reason,
         )
         .await?;
         plans_list = plans::list(ctx, obj).await?;
