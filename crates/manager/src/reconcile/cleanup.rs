@@ -67,6 +67,11 @@ pub async fn forget_runs<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Erro
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     delete_secret(&secrets, &plan_key_name(K::KIND, &name)).await?;
     super::credentials::release(ctx, obj).await?;
+    ctx.dependents.forget(&super::routing::Dependent {
+        kind: K::KIND.kind(),
+        namespace: ns.clone(),
+        name: name.clone(),
+    });
     let suffix = state_suffix(K::KIND, &ns, &name);
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
     for n in [run_lease_name(&suffix), state_lock_lease(&suffix)] {

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use captf_api::TerraformCluster;
 use captf_api::common::{ApplyPolicy, DeletionPolicy, DriftAction};
 use captf_api::effective;
-use captf_api::names::{annotations, conditions, events, labels, reasons};
+use captf_api::names::{annotations, conditions, events, kinds, labels, reasons};
 use captf_api::plan::{PlanReason, TerraformPlan};
 use captf_api::{TerraformMachine, TerraformMachinePool};
 use captf_contract::outputs::RoleOutputs;
@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::common::{self, Shared};
 use super::pass;
 use super::plans;
+use super::routing::{self, Dependency, Dependent};
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::cluster::{self as adapter, ExportsWrite, OutputsReading};
@@ -28,6 +29,7 @@ use crate::engine::decide::{Action as Decided, ApplyGate, Approval, ManualPlan, 
 use crate::engine::history::Outcome;
 use crate::engine::job_conditions::ConditionValue;
 use crate::jobs::args::Guard;
+use crate::names::WorkloadKind;
 use crate::records::InputsRecord;
 
 /// Requeue while dependents of a deleting cluster remain.
@@ -125,11 +127,33 @@ fn manual_plan(
     })
 }
 
+/// What the pass depends on beyond its owner Cluster (which names it): its
+/// own state and its variables sources.
+fn record_dependencies(ctx: &Context, obj: &TerraformCluster) {
+    let ns = obj.namespace().unwrap_or_default();
+    let mut deps = std::collections::BTreeSet::from([Dependency::State {
+        namespace: ns.clone(),
+        suffix: crate::names::state_suffix(WorkloadKind::Cluster, &ns, &obj.name_any()),
+    }]);
+    deps.extend(routing::variables_sources(&ns, &obj.spec.workspace));
+    ctx.dependents.record(
+        Dependent {
+            kind: kinds::TERRAFORM_CLUSTER,
+            namespace: ns,
+            name: obj.name_any(),
+        },
+        deps,
+    );
+}
+
 pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let obj = &*obj;
     let ctx = &*ctx;
     let now = SystemTime::now();
     let ns = obj.namespace().unwrap_or_default();
+    ctx.passes
+        .count(kinds::TERRAFORM_CLUSTER, &ns, &obj.name_any());
+    record_dependencies(ctx, obj);
     let cluster = owner_cluster(ctx, obj).await?;
     let owner = adapter::owner(&obj.metadata, cluster.as_ref());
     let paused = obj.annotations().contains_key(annotations::PAUSED)

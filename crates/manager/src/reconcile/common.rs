@@ -62,6 +62,8 @@ pub struct Pass {
     pub active: Option<JobRecord>,
     pub shared: Shared,
     pub credentials_secret: Option<String>,
+    /// Whether the object carries the block-move annotation now.
+    pub block_move: bool,
     deleting: bool,
     pool: bool,
 }
@@ -352,7 +354,13 @@ pub async fn open<K: Workload>(
         Preamble::Paused | Preamble::Proceed => {}
     }
     let paused = pre == Preamble::Paused;
-    if !paused && let Some(done) = retained_elsewhere(ctx, obj, &mut draft, deleting, pool).await? {
+    // Retained Secrets of an earlier namesake can only be there before this
+    // object's first Job: once it ran one, they would be its own.
+    let before_first_job = loaded.jobs.is_empty() && !obj.provisioned();
+    if !paused
+        && before_first_job
+        && let Some(done) = retained_elsewhere(ctx, obj, &mut draft, deleting, pool).await?
+    {
         return Ok(Opened::Done(done));
     }
     draft.set(conditions::PAUSED, &paused_condition(paused));
@@ -384,7 +392,7 @@ pub async fn open<K: Workload>(
             }
         }
         let ns = obj.namespace().unwrap_or_default();
-        let rbac = match ensure_runner_rbac(&ctx.client, &ns).await {
+        let rbac = match ensure_rbac(ctx, &ns).await {
             Ok(()) => ConditionValue {
                 status: "True",
                 reason: reasons::RBAC_READY,
@@ -416,12 +424,13 @@ pub async fn open<K: Workload>(
         active,
         shared: shared.clone(),
         credentials_secret,
+        block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
         deleting,
         pool,
     };
     if p.active.is_none() {
-        // No Job runs: the block-move annotation and activeJob go.
-        pass::set_block_move(ctx, obj, false).await?;
+        // No Job runs: activeJob goes, and block-move when the pass ends
+        // without starting one.
         p.draft.field("activeJob", Value::Null);
     }
     if paused {
@@ -508,6 +517,18 @@ async fn retained_elsewhere<K: Workload>(
     Ok(Some(Action::requeue(Duration::from_secs(60))))
 }
 
+/// The runner's ServiceAccount and RoleBinding in `ns`, applied at most
+/// once per sync period (a converged pass writes nothing).
+async fn ensure_rbac(ctx: &Context, ns: &str) -> Result<(), kube::Error> {
+    let now = std::time::Instant::now();
+    if ctx.rbac_ensured.fresh(ns, now).is_some() {
+        return Ok(());
+    }
+    ensure_runner_rbac(&ctx.client, ns).await?;
+    ctx.rbac_ensured.put(ns.to_owned(), (), now);
+    Ok(())
+}
+
 /// `Ready` from the kind's inputs.
 pub fn set_ready(draft: &mut Draft, provisioned: bool, pool: bool) {
     let i = |type_, negative, optional| SummaryInput {
@@ -562,6 +583,10 @@ pub async fn close<K: Workload>(
     p: &mut Pass,
     requeue: Option<Duration>,
 ) -> Result<Action, Error> {
+    if p.active.is_none() {
+        // No Job runs: block-move goes.
+        pass::set_block_move(ctx, obj, &mut p.block_move, false).await?;
+    }
     let provisioned = provisioned_in(&p.draft, obj.provisioned());
     set_ready(&mut p.draft, provisioned, p.pool);
     pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
@@ -634,7 +659,7 @@ pub async fn close_active<K: Workload>(
         p.draft.field("activeJob", Value::Null);
         return close(ctx, obj, p, Some(Duration::from_secs(1))).await;
     }
-    pass::set_block_move(ctx, obj, true).await?;
+    pass::set_block_move(ctx, obj, &mut p.block_move, true).await?;
     p.draft.field(
         "activeJob",
         captf_api::common::ActiveJob {
@@ -971,9 +996,30 @@ pub async fn start<K: Workload>(
         )
         .await;
     }
-    let outcome = pass::start(ctx, obj, &records, req, &mut p.draft, now).await?;
+    let outcome = pass::start(
+        ctx,
+        obj,
+        &records,
+        req,
+        &mut p.draft,
+        &mut p.block_move,
+        now,
+    )
+    .await?;
     let requeue = match outcome {
-        StartOutcome::Started { .. } => ACTIVE_JOB_REQUEUE,
+        StartOutcome::Started { job } => {
+            // The Job runs: close keeps block-move and activeJob.
+            p.active = Some(JobRecord {
+                name: job,
+                op,
+                attempt: 0,
+                outcome: Outcome::Running,
+                created: now,
+                finished: None,
+                remediation: false,
+            });
+            ACTIVE_JOB_REQUEUE
+        }
         StartOutcome::Waiting { requeue } => requeue,
     };
     close(ctx, obj, p, Some(requeue)).await

@@ -6,16 +6,18 @@ use std::sync::Arc;
 
 use captf_api::names::{kinds, labels};
 use captf_api::plan::TerraformPlan;
-use captf_api::{TerraformCluster, TerraformClusterIdentity};
+use captf_api::{TerraformCluster, TerraformClusterIdentity, TerraformMachinePool};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
+use super::routing::{self, ChangeFilter, Dependency, Dependents};
+use super::watches;
 use super::workload::Workload;
 use super::{Context, ERROR_REQUEUE, Error};
 use crate::capi;
@@ -68,33 +70,126 @@ pub fn variable_sources() -> watcher::Config {
     watcher::Config::default().labels(&format!("{}=true", labels::VARIABLES))
 }
 
-/// The objects in `namespace` whose `spec.variablesFrom` names the source
-/// (`secret`: a Secret, else a ConfigMap) called `name`.
-pub fn variable_users<K: Workload>(
-    objects: Vec<Arc<K>>,
-    namespace: Option<String>,
-    name: &str,
-    secret: bool,
+fn managed_jobs() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{}=true", labels::MANAGED))
+}
+
+/// The dependents of `kind` an event on `dep` wakes, as controller refs.
+fn refs<K: Resource<DynamicType = ()>>(
+    dependents: &Dependents,
+    dep: &Dependency,
+    kind: &str,
 ) -> Vec<ObjectRef<K>> {
-    objects
+    dependents
+        .of(dep, kind)
         .into_iter()
-        .filter(|o| o.namespace() == namespace)
-        .filter(|o| {
-            o.workspace().variables_from.iter().flatten().any(|v| {
-                let r = if secret {
-                    &v.secret_ref
-                } else {
-                    &v.config_map_ref
-                };
-                r.as_ref().is_some_and(|r| r.name == name)
-            })
-        })
-        .map(|o| ObjectRef::from_obj(&*o))
+        .map(|d| ObjectRef::new(&d.name).within(&d.namespace))
         .collect()
 }
 
-fn managed_jobs() -> watcher::Config {
-    watcher::Config::default().labels(&format!("{}=true", labels::MANAGED))
+/// The object's own events, filtered to what calls for a pass, with the
+/// controller's store of the objects.
+fn own_stream<K: Workload>(
+    ctx: &Context,
+) -> (
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + use<K>,
+    reflector::Store<K>,
+) {
+    let (reader, writer) = reflector::store();
+    let events = watches::stored(api::<K>(ctx), watcher::Config::default(), writer);
+    let own = watches::filtered(events, ChangeFilter::new(routing::changed), |o: &K| {
+        routing::own_object(o.meta())
+    });
+    (own, reader)
+}
+
+/// The Jobs we manage, waking their owner when one finishes or is lost.
+fn job_stream(
+    ctx: &Context,
+) -> impl futures::Stream<Item = Result<Job, watcher::Error>> + Send + use<> {
+    let events = watcher::watcher(api::<Job>(ctx), managed_jobs()).default_backoff();
+    watches::filtered(
+        events,
+        ChangeFilter::new(routing::job_event_wakes),
+        routing::job_finished,
+    )
+}
+
+/// Our Secrets by metadata: each wakes the object that owns it, or whose
+/// state it holds (the backend's chunks before adoption).
+fn managed_secret_stream(
+    ctx: &Context,
+) -> impl futures::Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + use<> {
+    let events = watcher::watcher(
+        api::<PartialObjectMeta<Secret>>(ctx),
+        watches::managed_secrets(),
+    )
+    .default_backoff();
+    watches::filtered(events, ChangeFilter::new(routing::changed), |s| {
+        routing::any_write(&s.metadata)
+    })
+}
+
+fn managed_secret_owners<K: Resource<DynamicType = ()>>(
+    dependents: &Dependents,
+    s: &PartialObjectMeta<Secret>,
+    kind: &str,
+) -> Vec<ObjectRef<K>> {
+    let ns = s.namespace().unwrap_or_default();
+    let mut out: Vec<ObjectRef<K>> = routing::owners_of_kind(&s.metadata, kind)
+        .into_iter()
+        .map(|name| ObjectRef::new(name).within(&ns))
+        .collect();
+    if let Some(suffix) = routing::state_suffix_of(&s.metadata) {
+        let dep = Dependency::State {
+            namespace: ns.clone(),
+            suffix: suffix.to_owned(),
+        };
+        out.extend(refs::<K>(dependents, &dep, kind));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup();
+    out
+}
+
+/// Variables sources by metadata (their values are read live when the
+/// inputs render), mapped through the index to the objects using them.
+fn variables_stream<S>(
+    ctx: &Context,
+) -> impl futures::Stream<Item = Result<PartialObjectMeta<S>, watcher::Error>> + Send + use<S>
+where
+    S: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + 'static,
+{
+    let events =
+        watcher::watcher(api::<PartialObjectMeta<S>>(ctx), variable_sources()).default_backoff();
+    watches::filtered(events, ChangeFilter::new(routing::changed), |s| {
+        routing::any_write(&s.metadata)
+    })
+}
+
+fn variables_users<K: Resource<DynamicType = ()>>(
+    dependents: &Dependents,
+    meta: &kube::api::ObjectMeta,
+    secret: bool,
+    kind: &str,
+) -> Vec<ObjectRef<K>> {
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let name = meta.name.clone().unwrap_or_default();
+    let dep = if secret {
+        Dependency::Secret { namespace, name }
+    } else {
+        Dependency::ConfigMap { namespace, name }
+    };
+    refs::<K>(dependents, &dep, kind)
+}
+
+fn controller_config(concurrency: u16) -> kube::runtime::controller::Config {
+    kube::runtime::controller::Config::default().concurrency(concurrency)
 }
 
 /// Runs the TerraformCluster controller until `shutdown` resolves.
@@ -103,43 +198,63 @@ pub async fn run_clusters(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let cluster_ar = capi::cluster_resource();
-    let controller = Controller::new(api::<TerraformCluster>(&ctx), watcher::Config::default());
-    let store = controller.store();
-    let (by_config_map, by_secret) = (controller.store(), controller.store());
-    controller
-        .watches(api::<ConfigMap>(&ctx), variable_sources(), move |c| {
-            variable_users(by_config_map.state(), c.namespace(), &c.name_any(), false)
-        })
-        .watches(api::<Secret>(&ctx), variable_sources(), move |s| {
-            variable_users(by_secret.state(), s.namespace(), &s.name_any(), true)
-        })
-        .owns(api::<Job>(&ctx), managed_jobs())
-        .owns(api::<TerraformPlan>(&ctx), watcher::Config::default())
-        .watches_with(
-            dyn_api(&ctx, &cluster_ar),
-            cluster_ar.clone(),
-            watcher::Config::default(),
-            |c| infrastructure_ref::<TerraformCluster>(&c, kinds::TERRAFORM_CLUSTER),
-        )
-        .watches(
+    let (own, store) = own_stream::<TerraformCluster>(&ctx);
+    let kind = kinds::TERRAFORM_CLUSTER;
+    let (d1, d2, d3) = (
+        ctx.dependents.clone(),
+        ctx.dependents.clone(),
+        ctx.dependents.clone(),
+    );
+    let clusters = watches::filtered(
+        watcher::watcher(dyn_api(&ctx, &cluster_ar), watcher::Config::default())
+            .modify(watches::strip)
+            .default_backoff(),
+        ChangeFilter::new(routing::changed),
+        routing::capi_owner_consumed,
+    );
+    let identities = watches::filtered(
+        watcher::watcher(
             Api::<TerraformClusterIdentity>::all(ctx.client.clone()),
             watcher::Config::default(),
-            move |identity| {
-                // Every cluster using the identity looks again.
-                let name = identity.name_any();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|tc| {
-                        tc.spec.workspace.identity_ref.as_ref().is_some_and(|r| {
-                            r.kind != Some(captf_api::common::IdentityKind::Secret)
-                                && r.name == name
-                        })
-                    })
-                    .map(|tc| ObjectRef::from_obj(&*tc))
-                    .collect::<Vec<_>>()
-            },
         )
+        .default_backoff(),
+        ChangeFilter::new(routing::changed),
+        |i: &TerraformClusterIdentity| routing::own_object(&i.metadata),
+    );
+    let identity_ctx = ctx.clone();
+    Controller::for_stream(own, store.clone())
+        .with_config(controller_config(ctx.config.concurrency.clusters))
+        .owns_stream(job_stream(&ctx))
+        .owns(api::<TerraformPlan>(&ctx), watcher::Config::default())
+        .watches_stream(managed_secret_stream(&ctx), move |s| {
+            managed_secret_owners::<TerraformCluster>(&d1, &s, kind)
+        })
+        .watches_stream(variables_stream::<ConfigMap>(&ctx), move |c| {
+            variables_users::<TerraformCluster>(&d2, &c.metadata, false, kind)
+        })
+        .watches_stream(variables_stream::<Secret>(&ctx), move |s| {
+            variables_users::<TerraformCluster>(&d3, &s.metadata, true, kind)
+        })
+        .watches_stream_with(
+            clusters,
+            |c| infrastructure_ref::<TerraformCluster>(&c, kinds::TERRAFORM_CLUSTER),
+            cluster_ar.clone(),
+        )
+        .watches_stream(identities, move |identity| {
+            // Every cluster using the identity checks it again.
+            let name = identity.name_any();
+            super::credentials::forget_identity_users(&identity_ctx, &name);
+            store
+                .state()
+                .into_iter()
+                .filter(|tc| {
+                    tc.spec.workspace.identity_ref.as_ref().is_some_and(|r| {
+                        r.kind != Some(captf_api::common::IdentityKind::Secret) && r.name == name
+                    })
+                })
+                .map(|tc| ObjectRef::from_obj(&*tc))
+                .collect::<Vec<_>>()
+        })
         .graceful_shutdown_on(shutdown)
         .run(
             super::cluster::reconcile,
@@ -154,6 +269,109 @@ pub async fn run_clusters(
         .await;
 }
 
+/// Runs the TerraformMachinePool controller until `shutdown` resolves.
+pub async fn run_pools(
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (mp_ar, cluster_ar) = (capi::machine_pool_resource(), capi::cluster_resource());
+    let mp_writer = Writer::new(mp_ar.clone());
+    let cluster_writer = Writer::new(cluster_ar.clone());
+    let tc_writer = Writer::<TerraformCluster>::default();
+    let secret_writer = Writer::<Secret>::default();
+    let _ = ctx.pool_stores.set(watches::PoolStores {
+        machine_pools: mp_writer.as_reader(),
+        clusters: cluster_writer.as_reader(),
+        terraform_clusters: tc_writer.as_reader(),
+        bootstrap_secrets: secret_writer.as_reader(),
+    });
+    let kind = kinds::TERRAFORM_MACHINE_POOL;
+    let (own, store) = own_stream::<TerraformMachinePool>(&ctx);
+    let machine_pools = watches::filtered(
+        watches::stored(dyn_api(&ctx, &mp_ar), watcher::Config::default(), mp_writer),
+        ChangeFilter::new(routing::changed),
+        routing::capi_owner_consumed,
+    );
+    let clusters = watches::filtered(
+        watches::stored(
+            dyn_api(&ctx, &cluster_ar),
+            watcher::Config::default(),
+            cluster_writer,
+        ),
+        ChangeFilter::new(routing::changed),
+        routing::capi_owner_consumed,
+    );
+    let terraform_clusters = watches::filtered(
+        watches::stored(
+            api::<TerraformCluster>(&ctx),
+            watcher::Config::default(),
+            tc_writer,
+        ),
+        ChangeFilter::new(routing::changed),
+        routing::terraform_cluster_consumed,
+    );
+    let bootstrap = watches::filtered(
+        watches::stored(
+            api::<Secret>(&ctx),
+            watches::bootstrap_secrets(),
+            secret_writer,
+        ),
+        ChangeFilter::new(routing::changed),
+        |s: &Secret| routing::any_write(&s.metadata),
+    );
+    let d = ctx.dependents.clone();
+    let (d1, d2, d3, d4, d5, d6) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone(), d);
+    Controller::for_stream(own, store)
+        .with_config(controller_config(ctx.config.concurrency.machine_pools))
+        .owns_stream(job_stream(&ctx))
+        .watches_stream(managed_secret_stream(&ctx), move |s| {
+            managed_secret_owners::<TerraformMachinePool>(&d1, &s, kind)
+        })
+        .watches_stream(variables_stream::<ConfigMap>(&ctx), move |c| {
+            variables_users::<TerraformMachinePool>(&d2, &c.metadata, false, kind)
+        })
+        .watches_stream(variables_stream::<Secret>(&ctx), move |s| {
+            variables_users::<TerraformMachinePool>(&d3, &s.metadata, true, kind)
+        })
+        .watches_stream(bootstrap, move |s| {
+            // A bootstrap data rotation wakes the pools whose MachinePool
+            // names the Secret.
+            variables_users::<TerraformMachinePool>(&d4, &s.metadata, true, kind)
+        })
+        .watches_stream_with(
+            machine_pools,
+            |mp| infrastructure_ref::<TerraformMachinePool>(&mp, kind),
+            mp_ar,
+        )
+        .watches_stream_with(
+            clusters,
+            move |c| {
+                let dep = Dependency::Cluster {
+                    namespace: c.namespace().unwrap_or_default(),
+                    name: c.name_any(),
+                };
+                refs::<TerraformMachinePool>(&d5, &dep, kind)
+            },
+            cluster_ar,
+        )
+        .watches_stream(terraform_clusters, move |tc| {
+            // Only what the pools consume changed (the filter saw to it).
+            let dep = Dependency::TerraformCluster {
+                namespace: tc.namespace().unwrap_or_default(),
+                name: tc.name_any(),
+            };
+            refs::<TerraformMachinePool>(&d6, &dep, kind)
+        })
+        .graceful_shutdown_on(shutdown)
+        .run(
+            super::pool::reconcile,
+            error_policy::<TerraformMachinePool>,
+            ctx,
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
 /// Runs every controller until `stop` turns true.
 pub async fn run_all(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>) {
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -162,7 +380,7 @@ pub async fn run_all(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>
     tokio::join!(
         run_identities(ctx.clone(), stopped(stop.clone())),
         run_clusters(ctx.clone(), stopped(stop.clone())),
-        super::pool::run(ctx.clone(), stopped(stop.clone())),
+        run_pools(ctx.clone(), stopped(stop.clone())),
     );
 }
 
@@ -191,6 +409,7 @@ pub async fn run_identities(
         Api::<TerraformClusterIdentity>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
+    .with_config(controller_config(ctx.config.concurrency.identities))
     .graceful_shutdown_on(shutdown)
     .run(reconcile_identity, identity_error, ctx)
     .for_each(|_| async {})

@@ -9,6 +9,7 @@ use super::pass::event;
 use super::status::Draft;
 use super::workload::Workload;
 use super::{Context, Error};
+use crate::engine::job_conditions::ConditionValue;
 use crate::io::identity::{User, ensure_credentials, release_credentials};
 
 /// Whether Jobs may start.
@@ -20,12 +21,68 @@ pub enum Verdict {
     Blocked,
 }
 
+/// A check that let Jobs start, remembered for the sync period so a
+/// converged pass neither reads the identity again nor rewrites the mirror.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    identity_allowed: ConditionValue,
+    credentials_mirrored: ConditionValue,
+    secret: Option<String>,
+}
+
+/// The memo key: the object (by UID) and the identity it uses, so a
+/// changed identityRef is checked at once.
+fn memo_key<K: Workload>(obj: &K, identity: Option<&IdentityReference>) -> String {
+    format!(
+        "{}/{}/{}/{}|{:?}",
+        K::KIND.kind(),
+        obj.namespace().unwrap_or_default(),
+        obj.name_any(),
+        obj.uid().unwrap_or_default(),
+        identity.map(|i| (&i.kind, &i.name))
+    )
+}
+
+/// An identity changed: every object using it checks again.
+pub fn forget_identity_users(ctx: &Context, identity: &str) {
+    let needle = format!("\"{identity}\")");
+    ctx.credentials_ensured
+        .forget_where(|k| k.contains(&needle));
+}
+
+/// Checks the identity and keeps the mirror, unless that was done within
+/// the sync period with the same outcome (then the conditions repeat it).
 pub async fn check<K: Workload>(
     ctx: &Context,
     obj: &K,
     identity: Option<&IdentityReference>,
     draft: &mut Draft,
 ) -> Result<Verdict, Error> {
+    let key = memo_key(obj, identity);
+    let now = std::time::Instant::now();
+    if let Some(c) = ctx.credentials_ensured.fresh(&key, now) {
+        if identity.is_none() {
+            draft.remove(conditions::IDENTITY_ALLOWED);
+            draft.remove(conditions::CREDENTIALS_MIRRORED);
+        } else {
+            draft.set(conditions::IDENTITY_ALLOWED, &c.identity_allowed);
+            draft.set(conditions::CREDENTIALS_MIRRORED, &c.credentials_mirrored);
+        }
+        return Ok(Verdict::Ready(c.secret));
+    }
+    let (verdict, checked) = check_now(ctx, obj, identity, draft).await?;
+    if let Some(c) = checked {
+        ctx.credentials_ensured.put(key, c, now);
+    }
+    Ok(verdict)
+}
+
+async fn check_now<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    identity: Option<&IdentityReference>,
+    draft: &mut Draft,
+) -> Result<(Verdict, Option<Checked>), Error> {
     let ns = obj.namespace().unwrap_or_default();
     let owner = obj.owner_reference();
     let creds = ensure_credentials(
@@ -40,10 +97,15 @@ pub async fn check<K: Workload>(
     for e in &creds.events {
         event(ctx, obj, false, e.reason(), "Credentials", e.note()).await;
     }
+    let checked = Checked {
+        identity_allowed: creds.identity_allowed.clone(),
+        credentials_mirrored: creds.credentials_mirrored.clone(),
+        secret: creds.secret.clone(),
+    };
     if identity.is_none() {
         draft.remove(conditions::IDENTITY_ALLOWED);
         draft.remove(conditions::CREDENTIALS_MIRRORED);
-        return Ok(Verdict::Ready(None));
+        return Ok((Verdict::Ready(None), Some(checked)));
     }
     draft.set(conditions::IDENTITY_ALLOWED, &creds.identity_allowed);
     draft.set(
@@ -51,9 +113,9 @@ pub async fn check<K: Workload>(
         &creds.credentials_mirrored,
     );
     if creds.ready() {
-        Ok(Verdict::Ready(creds.secret))
+        Ok((Verdict::Ready(creds.secret), Some(checked)))
     } else {
-        Ok(Verdict::Blocked)
+        Ok((Verdict::Blocked, None))
     }
 }
 
@@ -61,6 +123,9 @@ pub async fn check<K: Workload>(
 /// goes with its last user).
 pub async fn release<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
+    let uid = obj.uid().unwrap_or_default();
+    ctx.credentials_ensured
+        .forget_where(|k| k.split('|').next().is_some_and(|o| o.ends_with(&uid)));
     for e in release_credentials(&ctx.client, &ns, &obj.owner_reference()).await? {
         event(ctx, obj, false, e.reason(), "Credentials", e.note()).await;
     }

@@ -7,12 +7,15 @@ pub mod cluster;
 pub mod common;
 pub mod controllers;
 pub mod credentials;
+pub mod ensured;
 pub mod exports;
 pub mod pass;
 pub mod plans;
 pub mod pool;
 pub mod retain;
+pub mod routing;
 pub mod status;
+pub mod watches;
 pub mod workload;
 
 use std::time::Duration;
@@ -32,6 +35,31 @@ pub struct Config {
     pub sync_period: Duration,
     /// Watch one namespace only (`--namespace`).
     pub namespace: Option<String>,
+    /// Passes run at once per kind (`--<kind>-concurrency`).
+    pub concurrency: Concurrency,
+}
+
+/// How many passes of each kind run at once (0 is never configured: the
+/// flags refuse it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Concurrency {
+    pub clusters: u16,
+    pub machines: u16,
+    pub machine_templates: u16,
+    pub machine_pools: u16,
+    pub identities: u16,
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Concurrency {
+            clusters: 10,
+            machines: 10,
+            machine_templates: 10,
+            machine_pools: 10,
+            identities: 4,
+        }
+    }
 }
 
 impl Config {
@@ -42,6 +70,7 @@ impl Config {
             runner_events: true,
             sync_period: Duration::from_secs(600),
             namespace: None,
+            concurrency: Concurrency::default(),
         }
     }
 }
@@ -52,6 +81,37 @@ pub struct Context {
     pub config: Config,
     pub recorder: Recorder,
     pub metrics: crate::metrics::Metrics,
+    /// Which objects each dependency wakes (see `routing`).
+    pub dependents: routing::Dependents,
+    /// Namespaces whose runner RBAC was applied within the sync period.
+    pub rbac_ensured: ensured::Ensured<()>,
+    /// Objects whose credentials were checked and mirrored within the sync
+    /// period, with the verdict to report again.
+    pub credentials_ensured: ensured::Ensured<credentials::Checked>,
+    /// The caches the pool passes read (set when the pool controller runs).
+    pub pool_stores: std::sync::OnceLock<watches::PoolStores>,
+    /// Passes run per object (tests and the benchmark read it).
+    pub passes: PassCounter,
+}
+
+/// Passes per object, keyed `Kind/namespace/name`.
+#[derive(Debug, Clone, Default)]
+pub struct PassCounter(std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>);
+
+impl PassCounter {
+    pub fn count(&self, kind: &str, namespace: &str, name: &str) {
+        *self
+            .0
+            .lock()
+            .expect("the pass counter")
+            .entry(format!("{kind}/{namespace}/{name}"))
+            .or_default() += 1;
+    }
+
+    /// A copy of the counts so far.
+    pub fn snapshot(&self) -> std::collections::BTreeMap<String, u64> {
+        self.0.lock().expect("the pass counter").clone()
+    }
 }
 
 impl Context {
@@ -60,11 +120,17 @@ impl Context {
             controller: "captf-controller-manager".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let ttl = config.sync_period;
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             config,
             metrics: crate::metrics::Metrics::new(),
+            dependents: routing::Dependents::default(),
+            rbac_ensured: ensured::Ensured::new(ttl),
+            credentials_ensured: ensured::Ensured::new(ttl),
+            pool_stores: std::sync::OnceLock::new(),
+            passes: PassCounter::default(),
         }
     }
 }

@@ -642,9 +642,16 @@ pub fn state_readable(
 
 /// Sets or clears the block-move annotation (written at once, not in the
 /// status patch: `clusterctl move` reads it before anything else).
-pub async fn set_block_move<K: Workload>(ctx: &Context, obj: &K, on: bool) -> Result<(), Error> {
-    let present = obj.annotations().contains_key(annotations::BLOCK_MOVE);
-    if present == on {
+/// Sets or removes the block-move annotation. `present` is what this pass
+/// knows of it (the object read at its start, then this pass's own
+/// writes), so a removal and a re-add in one pass both land.
+pub async fn set_block_move<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    present: &mut bool,
+    on: bool,
+) -> Result<(), Error> {
+    if *present == on {
         return Ok(());
     }
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
@@ -660,6 +667,7 @@ pub async fn set_block_move<K: Workload>(ctx: &Context, obj: &K, on: bool) -> Re
         &Patch::Merge(&patch),
     )
     .await?;
+    *present = on;
     Ok(())
 }
 
@@ -707,6 +715,7 @@ pub async fn start<K: Workload>(
     records: &[JobRecord],
     req: StartRequest,
     draft: &mut Draft,
+    block_move: &mut bool,
     now: SystemTime,
 ) -> Result<StartOutcome, Error> {
     let ns = obj.namespace().unwrap_or_default();
@@ -716,7 +725,7 @@ pub async fn start<K: Workload>(
     let suffix = state_suffix(K::KIND, &ns, &name);
     let deadline = Duration::from_secs(req.jobs.active_deadline_seconds.max(1) as u64);
 
-    set_block_move(ctx, obj, true).await?;
+    set_block_move(ctx, obj, block_move, true).await?;
     // The pause handshake: `clusterctl move` pauses, then reads block-move.
     // With block-move now visible, a pause set meanwhile must stop the start.
     if paused_now(ctx, obj, &req.cluster_name).await? {
@@ -990,13 +999,21 @@ pub async fn finish<K: Workload>(
     marks: &[Mark],
 ) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&draft.patch()),
-    )
-    .await?;
+    let current = serde_json::to_value(obj)
+        .ok()
+        .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
+        .unwrap_or(serde_json::Value::Null);
+    // A quiet pass writes nothing: the patch goes only when it changes
+    // something.
+    if !draft.unchanged_from(&current) {
+        let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+        api.patch_status(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&draft.patch()),
+        )
+        .await?;
+    }
     for m in marks {
         for e in &m.events {
             event(ctx, obj, e.warning, &e.reason, &e.action, e.note.clone()).await;

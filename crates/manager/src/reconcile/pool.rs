@@ -1,29 +1,27 @@
 //! The TerraformMachinePool pass.
 
-use std::future::Future;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use captf_api::common::{DeletionPolicy, DriftAction};
-use captf_api::names::{annotations, conditions, events, kinds, labels, reasons};
+use captf_api::names::{annotations, conditions, events, kinds, reasons};
 use captf_api::{TerraformCluster, TerraformMachinePool, effective};
 use captf_contract::Role;
 use captf_contract::outputs::RoleOutputs;
-use futures::StreamExt;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use super::common::{self, Shared};
 use super::exports::{self, Built, ExportsGuard};
 use super::pass;
+use super::routing::{self, Dependency, Dependent};
+use super::watches;
 use super::workload::Workload;
-use super::{Context, ERROR_REQUEUE, Error};
+use super::{Context, Error};
 use crate::adapters::pool::{self as adapter, BootstrapSecret, ClusterState, GateInput};
 use crate::adapters::{capi_owner_ref, cluster_name_label};
 use crate::capi::{self, Cluster, MachinePool};
@@ -31,60 +29,102 @@ use crate::engine::decide::{Action as Decided, ApplyGate, Membership, Op};
 use crate::engine::job_conditions::ConditionValue;
 use crate::names::{WorkloadKind, state_suffix};
 
-async fn get_dynamic(
-    ctx: &Context,
-    ns: &str,
-    ar: &kube::api::ApiResource,
-    name: &str,
-) -> Result<Option<DynamicObject>, Error> {
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, ar);
-    Ok(api.get_opt(name).await?)
-}
-
 /// What the pool's dependencies read.
 struct Deps {
     mp: Option<MachinePool>,
     cluster: Option<Cluster>,
     tc: Option<TerraformCluster>,
+    bootstrap: Option<BootstrapSecret>,
 }
 
-async fn dependencies(ctx: &Context, obj: &TerraformMachinePool) -> Result<Deps, Error> {
+fn dependent(obj: &TerraformMachinePool) -> Dependent {
+    Dependent {
+        kind: kinds::TERRAFORM_MACHINE_POOL,
+        namespace: obj.namespace().unwrap_or_default(),
+        name: obj.name_any(),
+    }
+}
+
+/// What the pass depends on beyond its owners: its own state, the
+/// TerraformCluster, the bootstrap data Secret and the variables sources.
+fn dependencies_of(
+    obj: &TerraformMachinePool,
+    mp: Option<&MachinePool>,
+    tc: Option<&str>,
+) -> BTreeSet<Dependency> {
     let ns = obj.namespace().unwrap_or_default();
-    let mp = match capi_owner_ref(&obj.metadata, capi::MACHINE_POOL_KIND) {
-        Some(r) => get_dynamic(ctx, &ns, &capi::machine_pool_resource(), &r.name)
-            .await?
-            .and_then(|d| MachinePool::from_dynamic(&d).ok()),
-        None => None,
-    };
-    let cluster = match cluster_name_label(&obj.metadata) {
-        Some(name) => get_dynamic(ctx, &ns, &capi::cluster_resource(), name)
-            .await?
-            .and_then(|d| Cluster::from_dynamic(&d).ok()),
-        None => None,
-    };
-    let tc = match cluster.as_ref().and_then(adapter::terraform_cluster_name) {
-        Some(name) => {
-            Api::<TerraformCluster>::namespaced(ctx.client.clone(), &ns)
-                .get_opt(name)
-                .await?
-        }
-        None => None,
-    };
-    Ok(Deps { mp, cluster, tc })
+    let mut deps = BTreeSet::from([Dependency::State {
+        namespace: ns.clone(),
+        suffix: state_suffix(WorkloadKind::MachinePool, &ns, &obj.name_any()),
+    }]);
+    if let Some(name) = cluster_name_label(&obj.metadata) {
+        deps.insert(Dependency::Cluster {
+            namespace: ns.clone(),
+            name: name.to_owned(),
+        });
+    }
+    if let Some(name) = tc {
+        deps.insert(Dependency::TerraformCluster {
+            namespace: ns.clone(),
+            name: name.to_owned(),
+        });
+    }
+    if let Some(name) =
+        mp.and_then(|mp| mp.spec.template.spec.bootstrap.data_secret_name.as_deref())
+    {
+        deps.insert(Dependency::Secret {
+            namespace: ns.clone(),
+            name: name.to_owned(),
+        });
+    }
+    deps.extend(routing::variables_sources(&ns, &obj.spec.workspace));
+    deps
 }
 
-async fn bootstrap_secret(
-    ctx: &Context,
-    ns: &str,
-    mp: &MachinePool,
-) -> Result<Option<BootstrapSecret>, Error> {
-    let Some(name) = mp.spec.template.spec.bootstrap.data_secret_name.as_deref() else {
-        return Ok(None);
-    };
-    let secret = Api::<Secret>::namespaced(ctx.client.clone(), ns)
-        .get_opt(name)
-        .await?;
-    Ok(secret.map(|s| {
+/// Reads the MachinePool, Cluster, TerraformCluster and bootstrap data
+/// from the controller's caches (no request), recording each as a
+/// dependency first.
+async fn dependencies(ctx: &Context, obj: &TerraformMachinePool) -> Result<Deps, Error> {
+    let stores = ctx
+        .pool_stores
+        .get()
+        .expect("the pool controller sets its stores before its first pass");
+    stores.ready().await;
+    let ns = obj.namespace().unwrap_or_default();
+    let mp = capi_owner_ref(&obj.metadata, capi::MACHINE_POOL_KIND)
+        .and_then(|r| {
+            watches::get(
+                &stores.machine_pools,
+                &capi::machine_pool_resource(),
+                &ns,
+                &r.name,
+            )
+        })
+        .and_then(|d| MachinePool::from_dynamic(&d).ok());
+    let cluster = cluster_name_label(&obj.metadata)
+        .and_then(|name| watches::get(&stores.clusters, &capi::cluster_resource(), &ns, name))
+        .and_then(|d| Cluster::from_dynamic(&d).ok());
+    let tc_name = cluster.as_ref().and_then(adapter::terraform_cluster_name);
+    ctx.dependents
+        .record(dependent(obj), dependencies_of(obj, mp.as_ref(), tc_name));
+    let tc = tc_name.and_then(|name| watches::get(&stores.terraform_clusters, &(), &ns, name));
+    let bootstrap_name = mp
+        .as_ref()
+        .and_then(|mp| mp.spec.template.spec.bootstrap.data_secret_name.clone());
+    let bootstrap = match bootstrap_name {
+        None => None,
+        // Cached when labeled with its cluster's name, as Cluster API's
+        // bootstrap providers label it; else read live.
+        Some(name) => match watches::get(&stores.bootstrap_secrets, &(), &ns, &name) {
+            Some(s) => Some(s),
+            None => {
+                Api::<Secret>::namespaced(ctx.client.clone(), &ns)
+                    .get_opt(&name)
+                    .await?
+            }
+        },
+    }
+    .map(|s| {
         let data = s.data.unwrap_or_default();
         BootstrapSecret {
             value: data.get("value").map(|b| b.0.clone()),
@@ -92,7 +132,13 @@ async fn bootstrap_secret(
                 .get("format")
                 .and_then(|b| String::from_utf8(b.0.clone()).ok()),
         }
-    }))
+    });
+    Ok(Deps {
+        mp,
+        cluster,
+        tc,
+        bootstrap,
+    })
 }
 
 pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -100,6 +146,8 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     let ctx = &*ctx;
     let now = SystemTime::now();
     let ns = obj.namespace().unwrap_or_default();
+    ctx.passes
+        .count(kinds::TERRAFORM_MACHINE_POOL, &ns, &obj.name_any());
     let deps = dependencies(ctx, obj).await?;
     let owner = adapter::owner(&obj.metadata, deps.mp.as_ref(), deps.cluster.as_ref());
     let paused = obj.annotations().contains_key(annotations::PAUSED)
@@ -270,12 +318,11 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             }
             None => ClusterState::Unreadable("no TerraformCluster"),
         };
-        let bootstrap = bootstrap_secret(ctx, &ns, mp).await?;
         match adapter::gates(&GateInput {
             terraform_cluster: deps.tc.as_ref(),
             cluster_state,
             machine_pool: mp,
-            bootstrap_secret: bootstrap.as_ref(),
+            bootstrap_secret: deps.bootstrap.as_ref(),
         }) {
             Err(c) => pass.draft.set(conditions::DEPENDENCIES_READY, &c),
             Ok(d) => match common::variables(ctx, obj, Role::MachinePool).await? {
@@ -381,130 +428,4 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
         Decided::Retain => common::retain_and_release(ctx, obj, &mut pass).await,
         Decided::Wait => common::close(ctx, obj, &mut pass, decision.requeue).await,
     }
-}
-
-fn error_policy(obj: Arc<TerraformMachinePool>, err: &Error, _ctx: Arc<Context>) -> Action {
-    if err.is_conflict() {
-        tracing::debug!(name = %obj.name_any(), "write conflict; retrying");
-        return Action::requeue(Duration::from_millis(200));
-    }
-    tracing::warn!(name = %obj.name_any(), namespace = ?obj.namespace(), error = %err, "reconcile failed; retrying");
-    Action::requeue(ERROR_REQUEUE)
-}
-
-/// Runs the TerraformMachinePool controller until `shutdown` resolves.
-pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    let (pools, jobs, mps, tcs, secrets) = match &ctx.config.namespace {
-        Some(ns) => (
-            Api::<TerraformMachinePool>::namespaced(ctx.client.clone(), ns),
-            Api::<Job>::namespaced(ctx.client.clone(), ns),
-            Api::<DynamicObject>::namespaced_with(
-                ctx.client.clone(),
-                ns,
-                &capi::machine_pool_resource(),
-            ),
-            Api::<TerraformCluster>::namespaced(ctx.client.clone(), ns),
-            Api::<Secret>::namespaced(ctx.client.clone(), ns),
-        ),
-        None => (
-            Api::all(ctx.client.clone()),
-            Api::all(ctx.client.clone()),
-            Api::all_with(ctx.client.clone(), &capi::machine_pool_resource()),
-            Api::all(ctx.client.clone()),
-            Api::all(ctx.client.clone()),
-        ),
-    };
-    let controller = Controller::new(pools, watcher::Config::default());
-    let by_cluster = controller.store();
-    let by_secret = controller.store();
-    let (by_variables_cm, by_variables_secret) = (controller.store(), controller.store());
-    let (config_maps, variable_secrets) = match &ctx.config.namespace {
-        Some(ns) => (
-            Api::<ConfigMap>::namespaced(ctx.client.clone(), ns),
-            Api::<Secret>::namespaced(ctx.client.clone(), ns),
-        ),
-        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
-    };
-    controller
-        .watches(
-            config_maps,
-            super::controllers::variable_sources(),
-            move |c| {
-                super::controllers::variable_users(
-                    by_variables_cm.state(),
-                    c.namespace(),
-                    &c.name_any(),
-                    false,
-                )
-            },
-        )
-        .watches(
-            variable_secrets,
-            super::controllers::variable_sources(),
-            move |s| {
-                super::controllers::variable_users(
-                    by_variables_secret.state(),
-                    s.namespace(),
-                    &s.name_any(),
-                    true,
-                )
-            },
-        )
-        .owns(
-            jobs,
-            watcher::Config::default().labels(&format!("{}=true", labels::MANAGED)),
-        )
-        .watches_with(
-            mps,
-            capi::machine_pool_resource(),
-            watcher::Config::default(),
-            |mp| {
-                super::controllers::infrastructure_ref::<TerraformMachinePool>(
-                    &mp,
-                    kinds::TERRAFORM_MACHINE_POOL,
-                )
-            },
-        )
-        .watches(tcs, watcher::Config::default(), move |tc| {
-            // The cluster's pools look again when it changes (exports).
-            let cluster = tc
-                .labels()
-                .get(labels::CLUSTER_NAME)
-                .cloned()
-                .unwrap_or_else(|| tc.name_any());
-            by_cluster
-                .state()
-                .into_iter()
-                .filter(|p| {
-                    p.namespace() == tc.namespace()
-                        && cluster_name_label(&p.metadata) == Some(cluster.as_str())
-                })
-                .map(|p| ObjectRef::from_obj(&*p))
-                .collect::<Vec<_>>()
-        })
-        .watches(
-            secrets,
-            watcher::Config::default().labels(labels::CLUSTER_NAME),
-            move |s| {
-                // A bootstrap data rotation: the cluster's pools look again.
-                let cluster = s
-                    .labels()
-                    .get(labels::CLUSTER_NAME)
-                    .cloned()
-                    .unwrap_or_default();
-                by_secret
-                    .state()
-                    .into_iter()
-                    .filter(|p| {
-                        p.namespace() == s.namespace()
-                            && cluster_name_label(&p.metadata) == Some(cluster.as_str())
-                    })
-                    .map(|p| ObjectRef::from_obj(&*p))
-                    .collect::<Vec<_>>()
-            },
-        )
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-        .await;
 }

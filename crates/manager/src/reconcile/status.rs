@@ -99,6 +99,19 @@ impl Draft {
         self.fields.get(key)
     }
 
+    /// Whether the patch would leave `current` (the object's status as
+    /// read) as it is: every field it writes already holds that value
+    /// (`Null` for an absent one).
+    pub fn unchanged_from(&self, current: &Value) -> bool {
+        let patch = self.patch();
+        let Some(fields) = patch.get("status").and_then(Value::as_object) else {
+            return false;
+        };
+        fields
+            .iter()
+            .all(|(k, v)| current.get(k).unwrap_or(&Value::Null) == v)
+    }
+
     /// The merge patch of the status subresource.
     pub fn patch(&self) -> Value {
         let mut status = self.fields.clone();
@@ -140,6 +153,43 @@ mod tests {
         d.set("Ready", &cv("True", "C"));
         assert_eq!(d.get("Ready").unwrap().last_transition_time, time(t1));
         assert_eq!(d.get("Ready").unwrap().observed_generation, Some(2));
+    }
+
+    #[test]
+    fn a_draft_that_restates_the_status_changes_nothing() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let mut d = Draft::new(&[], 3, t0);
+        d.set("Ready", &cv("True", "Ready"));
+        d.field("replicas", 2);
+        d.field("activeJob", Value::Null);
+        let written = d.patch()["status"].clone();
+        let conditions: Vec<Condition> =
+            serde_json::from_value(written["conditions"].clone()).unwrap();
+        // The next pass, a minute later, finds the same.
+        let mut again = Draft::new(&conditions, 3, t0 + Duration::from_secs(60));
+        again.set("Ready", &cv("True", "Ready"));
+        again.field("replicas", 2);
+        again.field("activeJob", Value::Null);
+        let mut current = written.clone();
+        current.as_object_mut().unwrap().remove("activeJob");
+        assert!(again.unchanged_from(&current));
+        type Change = fn(&mut Draft);
+        let cases: [(&str, Change); 4] = [
+            ("a field", |d| d.field("replicas", 3)),
+            ("a set field cleared", |d| d.field("replicas", Value::Null)),
+            ("a reason", |d| d.set("Ready", &cv("True", "Other"))),
+            ("a new condition", |d| {
+                d.set("Paused", &cv("False", "NotPaused"))
+            }),
+        ];
+        for (what, change) in cases {
+            let mut d = again.clone();
+            change(&mut d);
+            assert!(!d.unchanged_from(&current), "{what}");
+        }
+        let mut newer = Draft::new(&conditions, 4, t0);
+        newer.set("Ready", &cv("True", "Ready"));
+        assert!(!newer.unchanged_from(&current), "a new generation");
     }
 
     #[test]

@@ -112,6 +112,8 @@ pub struct Manager {
     /// What the controllers counted (the `/metrics` body).
     #[allow(dead_code)]
     pub metrics: captf_manager::metrics::Metrics,
+    /// Passes run per object.
+    pub passes: captf_manager::reconcile::PassCounter,
 }
 
 impl Drop for Manager {
@@ -131,9 +133,14 @@ pub fn start_manager(client: kube::Client, namespace: &str) -> Manager {
     config.namespace = Some(namespace.to_owned());
     let ctx = Arc::new(Context::new(client, config));
     let metrics = ctx.metrics.clone();
+    let passes = ctx.passes.clone();
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(controllers::run_all(ctx, rx));
-    Manager { stop: tx, metrics }
+    Manager {
+        stop: tx,
+        metrics,
+        passes,
+    }
 }
 
 /// Registers a module image under its tag and under `repo@digest` (what
@@ -145,3 +152,4 @@ pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, imag
     env.executor().insert(reference, image);
 }
 pub mod faults;
+pub mod requests;

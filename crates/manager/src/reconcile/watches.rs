@@ -1,0 +1,119 @@
+//! The watch streams the controllers are built from: filtered by
+//! [`super::routing`] so an event wakes only its dependents and only for a
+//! change they consume, and the stores the passes read their Cluster API
+//! owners and bootstrap data from (objects without `managedFields`; never
+//! a state Secret: those are watched by metadata only).
+
+use std::fmt::Debug;
+
+use captf_api::TerraformCluster;
+use futures::{Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, reflector::store::Writer};
+use kube::{Resource, ResourceExt};
+
+use super::routing::{ChangeFilter, Fingerprint};
+
+/// Managed fields are never read: they leave every object before it is
+/// stored or routed.
+pub fn strip<K: Resource>(o: &mut K) {
+    o.managed_fields_mut().clear();
+}
+
+fn key<K: Resource>(o: &K) -> String {
+    o.meta()
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("{:?}/{:?}", o.meta().namespace, o.meta().name))
+}
+
+/// The objects of a watch whose change `filter` lets through (deleted ones
+/// included, so their dependents learn they are gone).
+pub fn filtered<K, S>(
+    events: S,
+    mut filter: ChangeFilter,
+    fingerprint: impl Fn(&K) -> Fingerprint + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + Send + 'static,
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+{
+    events.filter_map(move |ev| {
+        let out = match ev {
+            Ok(Event::Apply(o) | Event::InitApply(o)) => {
+                let wakes = filter.applied(key(&o), fingerprint(&o));
+                wakes.then_some(Ok(o))
+            }
+            Ok(Event::Delete(o)) => filter.deleted(&key(&o)).then_some(Ok(o)),
+            Ok(Event::Init | Event::InitDone) => None,
+            Err(e) => Some(Err(e)),
+        };
+        future::ready(out)
+    })
+}
+
+/// A watch whose objects are kept in `writer`'s store (managed fields
+/// stripped), yielding its events after the store has them.
+pub fn stored<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: Writer<K>,
+) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    reflector::reflector(writer, watcher::watcher(api, config).modify(strip::<K>)).default_backoff()
+}
+
+/// What the pool passes read from caches instead of the apiserver: the
+/// owner MachinePools, the Clusters, the TerraformClusters and the
+/// bootstrap data Secrets (labeled with a cluster name, not managed by us).
+#[derive(Clone)]
+pub struct PoolStores {
+    pub machine_pools: Store<DynamicObject>,
+    pub clusters: Store<DynamicObject>,
+    pub terraform_clusters: Store<TerraformCluster>,
+    pub bootstrap_secrets: Store<Secret>,
+}
+
+impl PoolStores {
+    /// Waits until every store has listed once (a pass must not mistake a
+    /// store still filling for a missing owner).
+    pub async fn ready(&self) {
+        let _ = self.machine_pools.wait_until_ready().await;
+        let _ = self.clusters.wait_until_ready().await;
+        let _ = self.terraform_clusters.wait_until_ready().await;
+        let _ = self.bootstrap_secrets.wait_until_ready().await;
+    }
+}
+
+/// An object of a store by namespace and name.
+pub fn get<K>(store: &Store<K>, dyntype: &K::DynamicType, namespace: &str, name: &str) -> Option<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let r = reflector::ObjectRef::<K>::new_with(name, dyntype.clone()).within(namespace);
+    store.get(&r).map(|o| (*o).clone())
+}
+
+/// The bootstrap data Secrets: labeled with a cluster name, and neither
+/// ours (state, records, per-run inputs) nor a variables source.
+pub fn bootstrap_secrets() -> watcher::Config {
+    watcher::Config::default().labels(&format!(
+        "{},!{},!{}",
+        captf_api::names::labels::CLUSTER_NAME,
+        captf_api::names::labels::MANAGED,
+        captf_api::names::labels::VARIABLES
+    ))
+}
+
+/// The Secrets we manage (state, records, backups, per-run inputs), by
+/// metadata only: their content never enters a cache.
+pub fn managed_secrets() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{}=true", captf_api::names::labels::MANAGED))
+}

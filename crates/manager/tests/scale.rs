@@ -1,0 +1,271 @@
+//! What a converged provider costs, on the real control plane with the
+//! controllers in this process, the local executor and the real runner and
+//! OpenTofu: ten pools of one cluster, a client layer counting every
+//! request the manager sends. One event wakes one pool; a pass with
+//! nothing due writes nothing; a converged minute costs what its scheduled
+//! refresh Jobs need, within 20%.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use captf_api::{TerraformCluster, TerraformMachinePool};
+use captf_manager::capi;
+use captf_manager::names::{WorkloadKind, state_suffix};
+use captf_testenv::{TestEnv, TestNamespace, eventually};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::requests::{Requests, Sent, tally};
+use support::*;
+
+const POOLS: usize = 10;
+
+async fn create_dynamic(ns: &TestNamespace, ar: &kube::api::ApiResource, obj: Value) -> String {
+    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), ar);
+    let created = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).unwrap(),
+        )
+        .await
+        .unwrap();
+    created.metadata.uid.unwrap()
+}
+
+async fn create_secret(ns: &TestNamespace, name: &str, data: Value, labels: Value) {
+    let s: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels}, "stringData": data,
+    }))
+    .unwrap();
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+}
+
+/// The Cluster `prod` with its TerraformCluster, as Cluster API and an
+/// operator would make them.
+async fn bring_up_cluster(ns: &TestNamespace) {
+    create_secret(ns, "creds", json!({"token": "x"}), json!({})).await;
+    let uid = create_dynamic(ns, &capi::cluster_resource(), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "prod"},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": "prod"}},
+    }))
+    .await;
+    let tc: TerraformCluster = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
+        "metadata": {"name": "prod", "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "prod", "uid": uid}]},
+        "spec": {"source": {"image": module_ref("cluster", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
+    }))
+    .unwrap();
+    ns.api::<TerraformCluster>()
+        .create(&PostParams::default(), &tc)
+        .await
+        .unwrap();
+}
+
+/// `pool-<i>`: its bootstrap data, MachinePool of 2 and TerraformMachinePool.
+async fn add_pool(ns: &TestNamespace, i: usize) {
+    let name = format!("pool-{i}");
+    let boot = format!("boot-{i}");
+    create_secret(
+        ns,
+        &boot,
+        json!({"value": "#cloud-config\n", "format": "cloud-config"}),
+        json!({"cluster.x-k8s.io/cluster-name": "prod"}),
+    )
+    .await;
+    let uid = create_dynamic(ns, &capi::machine_pool_resource(), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+        "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": "prod"}},
+        "spec": {"clusterName": "prod", "replicas": 2, "template": {"spec": {
+            "clusterName": "prod",
+            "bootstrap": {"dataSecretName": boot},
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformMachinePool", "name": name},
+            "version": "v1.37.2",
+        }}},
+    }))
+    .await;
+    let pool: TerraformMachinePool = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+        "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": name, "uid": uid}]},
+        "spec": {"source": {"image": module_ref("machinepool", ns.name())},
+            "identityRef": {"kind": "Secret", "name": "creds"},
+            // No membership refresh is due in the first phase.
+            "membershipRefreshIntervalSeconds": 86400},
+    }))
+    .unwrap();
+    ns.api::<TerraformMachinePool>()
+        .create(&PostParams::default(), &pool)
+        .await
+        .unwrap();
+}
+
+fn ready(p: &TerraformMachinePool) -> bool {
+    let status = p.status.as_ref();
+    let is_ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let idle = status.is_some_and(|s| s.workspace.active_job.is_none());
+    is_ready
+        && idle
+        && status
+            .and_then(|s| s.workspace.last_refresh.as_ref())
+            .is_some()
+}
+
+/// Waits until every pool is Ready with no Job running and the manager's
+/// passes stop for `quiet`.
+async fn converge(ns: &TestNamespace, manager: &Manager, quiet: Duration) {
+    let api = ns.api::<TerraformMachinePool>();
+    eventually("every pool Ready and idle", 600, || async {
+        let pools = api.list(&Default::default()).await.ok()?.items;
+        (pools.len() == POOLS && pools.iter().all(ready)).then_some(())
+    })
+    .await;
+    eventually("the passes to stop", 300, || async {
+        let before = manager.passes.snapshot();
+        tokio::time::sleep(quiet).await;
+        (before == manager.passes.snapshot()).then_some(())
+    })
+    .await;
+}
+
+fn pool_key(ns: &TestNamespace, name: &str) -> String {
+    format!("TerraformMachinePool/{}/{name}", ns.name())
+}
+
+fn count(sent: &[Sent], method: &str, resource: &str) -> usize {
+    sent.iter()
+        .filter(|s| s.method == method && s.resource() == resource)
+        .count()
+}
+
+/// The requests a refresh Job needs of the manager, every one of them
+/// necessary, over the two passes that start it and bookkeep it.
+///
+/// Start (16): read the object's Jobs (list), its state (list), both
+/// durable inputs records (get, get) and the cluster's state for its
+/// exports (list); set block-move (patch); the pause handshake (get the
+/// object, get the Cluster); the run lease (get, create); the Job (create)
+/// and its event; the per-run Secret (get the Job for its UID, look for the
+/// Secret, create it); `status.activeJob` (patch).
+const START_REQUESTS: usize = 16;
+/// Bookkeeping (12): read the Jobs (list) and the finished Job's pod
+/// (list); give the run lease back (get, delete); delete the per-run
+/// Secret; read the state (list), both records (get, get) and the cluster's
+/// state (list); write the status (patch); mark the Job bookkept (patch);
+/// drop block-move (patch).
+const BOOKKEEPING_REQUESTS: usize = 12;
+
+#[tokio::test]
+async fn one_event_wakes_one_pool_and_a_converged_minute_costs_what_its_jobs_need() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_module(
+        env,
+        &module_ref("cluster", ns.name()),
+        module_image(tmp.path(), "cluster", "v1", &[]),
+    );
+    insert_module(
+        env,
+        &module_ref("machinepool", ns.name()),
+        module_image(tmp.path(), "machinepool", "v1", &[]),
+    );
+    install_runner_role(&ns.client()).await;
+    let requests = Requests::default();
+    let manager = start_manager(requests.client(env.config()), ns.name());
+    bring_up_cluster(&ns).await;
+    for i in 0..POOLS {
+        add_pool(&ns, i).await;
+    }
+    converge(&ns, &manager, Duration::from_secs(5)).await;
+
+    // A write to one pool's state Secret wakes that pool, and only it; its
+    // pass finds nothing due and writes nothing.
+    let before = manager.passes.snapshot();
+    let mark = requests.mark();
+    let suffix = state_suffix(WorkloadKind::MachinePool, ns.name(), "pool-3");
+    ns.api::<Secret>()
+        .patch(
+            &format!("tfstate-default-{suffix}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"example.com/touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let key = pool_key(&ns, "pool-3");
+    eventually("pool-3 to look again", 30, || async {
+        (manager.passes.snapshot().get(&key) > before.get(&key)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = manager.passes.snapshot();
+    let woken: BTreeMap<&String, u64> = after
+        .iter()
+        .filter(|(k, n)| before.get(*k) != Some(n))
+        .map(|(k, n)| (k, n - before.get(k).copied().unwrap_or(0)))
+        .collect();
+    assert_eq!(
+        woken.keys().collect::<Vec<_>>(),
+        vec![&&key],
+        "only pool-3 was reconciled: {woken:?}"
+    );
+    let sent = requests.since(mark);
+    let writes: Vec<&Sent> = sent.iter().filter(|s| s.is_write()).collect();
+    assert!(
+        writes.is_empty(),
+        "a converged pass writes nothing; it sent:\n{}",
+        tally(&sent)
+    );
+    eprintln!(
+        "converged pass of pool-3 ({} passes): {} reads\n{}",
+        woken[&key],
+        sent.len(),
+        tally(&sent)
+    );
+
+    // Refreshes every minute: a converged minute costs what the refresh
+    // Jobs need. (Changing the interval wakes each pool once.)
+    for i in 0..POOLS {
+        ns.api::<TerraformMachinePool>()
+            .patch(
+                &format!("pool-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"membershipRefreshIntervalSeconds": 60}})),
+            )
+            .await
+            .unwrap();
+    }
+    // The first round of refreshes runs at once; measure after it.
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    let mark = requests.mark();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let sent = requests.since(mark);
+    let started = count(&sent, "POST", "jobs");
+    let bookkept = count(&sent, "PATCH", "jobs");
+    let minimum = started * START_REQUESTS + bookkept * BOOKKEEPING_REQUESTS;
+    eprintln!(
+        "a converged minute of {POOLS} pools: {} requests; {started} Jobs started, {bookkept} bookkept; minimum {minimum}\n{}",
+        sent.len(),
+        tally(&sent)
+    );
+    assert!(
+        started >= POOLS / 2,
+        "the refreshes run every minute: {started} started"
+    );
+    assert!(
+        sent.len() * 10 <= minimum * 12,
+        "{} requests in a converged minute; the scheduled Jobs need {minimum}:\n{}",
+        sent.len(),
+        tally(&sent)
+    );
+}
