@@ -3,6 +3,7 @@
 
 pub mod adapters;
 pub mod capi;
+pub mod client;
 pub mod engine;
 pub mod identity;
 pub mod io;

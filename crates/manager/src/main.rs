@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use captf_manager::leader::{self, Elector, Timing};
-use captf_manager::reconcile::{Config, Context, controllers};
+use captf_manager::reconcile::{Concurrency, Config, Context, controllers};
 use clap::Parser;
 use tokio::sync::watch;
 
@@ -87,6 +87,34 @@ struct Flags {
     /// Log format: text or json.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     logging_format: String,
+    /// TerraformCluster passes run at once.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
+    terraformcluster_concurrency: u16,
+    /// TerraformMachine passes run at once.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
+    terraformmachine_concurrency: u16,
+    /// TerraformMachineTemplate passes run at once.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
+    terraformmachinetemplate_concurrency: u16,
+    /// TerraformMachinePool passes run at once.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
+    terraformmachinepool_concurrency: u16,
+    /// TerraformClusterIdentity passes run at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    terraformclusteridentity_concurrency: u16,
+    /// Requests per second to the apiserver, sustained (0: no limit).
+    #[arg(long, default_value_t = 20.0, value_parser = non_negative)]
+    kube_api_qps: f64,
+    /// Requests to the apiserver in a burst above the sustained rate.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    kube_api_burst: u32,
+}
+
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} is not a number of 0 or more")),
+    }
 }
 
 impl Flags {
@@ -132,7 +160,39 @@ impl Flags {
                 format!("{}s", self.leader_elect_retry_period.as_secs()),
             ),
             ("logging-format", self.logging_format.clone()),
+            (
+                "terraformcluster-concurrency",
+                self.terraformcluster_concurrency.to_string(),
+            ),
+            (
+                "terraformmachine-concurrency",
+                self.terraformmachine_concurrency.to_string(),
+            ),
+            (
+                "terraformmachinetemplate-concurrency",
+                self.terraformmachinetemplate_concurrency.to_string(),
+            ),
+            (
+                "terraformmachinepool-concurrency",
+                self.terraformmachinepool_concurrency.to_string(),
+            ),
+            (
+                "terraformclusteridentity-concurrency",
+                self.terraformclusteridentity_concurrency.to_string(),
+            ),
+            ("kube-api-qps", self.kube_api_qps.to_string()),
+            ("kube-api-burst", self.kube_api_burst.to_string()),
         ]
+    }
+
+    fn concurrency(&self) -> Concurrency {
+        Concurrency {
+            clusters: self.terraformcluster_concurrency,
+            machines: self.terraformmachine_concurrency,
+            machine_templates: self.terraformmachinetemplate_concurrency,
+            machine_pools: self.terraformmachinepool_concurrency,
+            identities: self.terraformclusteridentity_concurrency,
+        }
     }
 }
 
@@ -146,7 +206,10 @@ fn socket(addr: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("invalid address {addr:?}"))
 }
 
-async fn client(flags: &Flags) -> Result<kube::Client, String> {
+async fn client(
+    flags: &Flags,
+    metrics: &captf_manager::metrics::Metrics,
+) -> Result<kube::Client, String> {
     let config = match &flags.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
@@ -156,7 +219,8 @@ async fn client(flags: &Flags) -> Result<kube::Client, String> {
         }
         None => kube::Config::infer().await.map_err(|e| e.to_string())?,
     };
-    kube::Client::try_from(config).map_err(|e| e.to_string())
+    captf_manager::client::build(config, metrics, flags.kube_api_qps, flags.kube_api_burst)
+        .map_err(|e| e.to_string())
 }
 
 #[tokio::main]
@@ -224,7 +288,8 @@ async fn run(flags: Flags) -> Result<(), String> {
     timing.validate()?;
     captf_manager::metrics::diagnostics::parse_address(&flags.diagnostics_address)
         .map_err(|e| e.to_string())?;
-    let client = client(&flags).await?;
+    let metrics = captf_manager::metrics::Metrics::new();
+    let client = client(&flags, &metrics).await?;
     let elector = if flags.leader_elect {
         Some(Elector::new(
             client.clone(),
@@ -237,11 +302,12 @@ async fn run(flags: Flags) -> Result<(), String> {
     };
     let mut config = Config::new(flags.runner_image.clone());
     config.sync_period = flags.sync_period;
+    config.concurrency = flags.concurrency();
     config.namespace = flags.namespace.clone();
     config.runner_events = flags.runner_events;
     config.defaults.drift_interval_seconds =
         i32::try_from(flags.drift_default_interval.as_secs()).unwrap_or(i32::MAX);
-    let ctx = Arc::new(Context::new(client.clone(), config));
+    let ctx = Arc::new(Context::with_metrics(client.clone(), config, metrics));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
@@ -407,5 +473,38 @@ mod tests {
             ])
             .is_err()
         );
+    }
+
+    #[test]
+    fn concurrency_and_client_limits_have_the_spec_defaults_and_bounds() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["manager", "--runner-image=r.example/runner"];
+            argv.extend_from_slice(extra);
+            Flags::try_parse_from(argv)
+        };
+        let f = parse(&[]).unwrap();
+        assert_eq!(f.concurrency(), Concurrency::default());
+        assert_eq!(
+            (f.concurrency().machine_pools, f.concurrency().identities),
+            (10, 4)
+        );
+        assert_eq!((f.kube_api_qps, f.kube_api_burst), (20.0, 30));
+        let f = parse(&[
+            "--terraformmachinepool-concurrency=50",
+            "--terraformcluster-concurrency=3",
+            "--kube-api-qps=0",
+        ])
+        .unwrap();
+        assert_eq!(f.concurrency().machine_pools, 50);
+        assert_eq!(f.concurrency().clusters, 3);
+        assert_eq!(f.kube_api_qps, 0.0);
+        for bad in [
+            "--terraformmachinepool-concurrency=0",
+            "--terraformclusteridentity-concurrency=0",
+            "--kube-api-qps=-1",
+            "--kube-api-burst=0",
+        ] {
+            assert!(parse(&[bad]).is_err(), "{bad} is refused");
+        }
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod access;
 pub mod diagnostics;
+pub mod flow;
 pub mod labels;
 
 use std::sync::Arc;
@@ -195,6 +196,7 @@ struct Families {
 struct Inner {
     registry: Registry,
     families: Families,
+    flow: flow::FlowFamilies,
 }
 
 /// The manager's metrics. Clones share one registry.
@@ -345,10 +347,12 @@ impl Metrics {
             help("Build of the manager and the module contract version it implements; always 1"),
             build,
         );
+        let flow = flow::FlowFamilies::register(&mut registry);
         Metrics {
             inner: Arc::new(Inner {
                 registry,
                 families: f,
+                flow,
             }),
         }
     }

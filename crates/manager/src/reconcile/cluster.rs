@@ -223,6 +223,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         plans_list = plans::list(ctx, obj).await?;
     }
     // An approved plan's apply ends it.
+    let mut changed_plans = false;
     for o in &pass.booked.newly {
         let Some(plan_name) = pass
             .loaded
@@ -240,6 +241,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         };
         if let Some(to) = to {
             plans::set_phase(ctx, p, to).await?;
+            // Read again only after a change.
+            changed_plans = true;
             let reason = if to == captf_api::plan::PlanPhase::Applied {
                 events::PLAN_APPLIED
             } else {
@@ -255,6 +258,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
             )
             .await;
         }
+    }
+    if changed_plans {
         plans_list = plans::list(ctx, obj).await?;
     }
 
@@ -406,7 +411,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
     let mut gate = ApplyGate::Open;
     if let Some(cur) = &current {
         if !pass.deleting() {
-            plans::supersede_moot(ctx, &plans_list, &cur.hash).await?;
+            let mut changed = plans::supersede_moot(ctx, &plans_list, &cur.hash).await?;
             if eff.apply_policy == ApplyPolicy::Automatic {
                 // Back to Automatic: a waiting Manual plan is moot.
                 for p in plans_list
@@ -415,9 +420,12 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
                     .filter(|p| plans::live_plan(std::slice::from_ref(p)).is_some())
                 {
                     plans::set_phase(ctx, p, captf_api::plan::PlanPhase::Superseded).await?;
+                    changed = true;
                 }
             }
-            plans_list = plans::list(ctx, obj).await?;
+            if changed {
+                plans_list = plans::list(ctx, obj).await?;
+            }
         }
         if eff.apply_policy == ApplyPolicy::Manual {
             gate = ApplyGate::Manual(manual_plan(&pass, &plans_list, &cur.hash));

@@ -62,6 +62,8 @@ pub struct Pass {
     pub active: Option<JobRecord>,
     pub shared: Shared,
     pub credentials_secret: Option<String>,
+    /// The state as read at the opening of a deleting object's pass.
+    early_state: Option<Result<StateSummary, StateError>>,
     /// Whether the object carries the block-move annotation now.
     pub block_move: bool,
     deleting: bool,
@@ -128,7 +130,10 @@ pub async fn read_stored<K: Workload>(
     obj: &K,
     p: &mut Pass,
 ) -> Result<Stored, Error> {
-    let read = pass::state(ctx, obj).await?;
+    let read = match p.early_state.take() {
+        Some(read) => read,
+        None => pass::state(ctx, obj).await?,
+    };
     let applied = applied_record(ctx, obj).await?;
     let attempt = attempt_record(ctx, obj).await?;
     let ever_applied = obj.provisioned() || applied.is_some();
@@ -300,12 +305,17 @@ pub async fn open<K: Workload>(
     let generation = obj.meta().generation.unwrap_or(0);
     let mut draft = Draft::new(obj.conditions(), generation, now);
     let loaded = pass::load_jobs(ctx, obj).await?;
+    // A deleting object reads its state now (is there anything to clean
+    // up?); the pass reuses that read.
+    let mut early_state = None;
     let nothing_to_clean_up = if deleting {
         let read = pass::state(ctx, obj).await?;
-        loaded.jobs.is_empty()
+        let none = loaded.jobs.is_empty()
             && matches!(read, Err(StateError::NotFound))
             && !obj.provisioned()
-            && applied_record(ctx, obj).await?.is_none()
+            && applied_record(ctx, obj).await?.is_none();
+        early_state = Some(read);
+        none
     } else {
         false
     };
@@ -417,6 +427,10 @@ pub async fn open<K: Workload>(
     )
     .await?;
     let active = booked.active.clone();
+    if booked.newly.iter().any(|o| o.record.op == Op::Apply) {
+        // Bookkeeping adopted the state of an apply: read it again.
+        early_state = None;
+    }
     let mut p = Pass {
         draft,
         loaded,
@@ -424,6 +438,7 @@ pub async fn open<K: Workload>(
         active,
         shared: shared.clone(),
         credentials_secret,
+        early_state,
         block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
         deleting,
         pool,

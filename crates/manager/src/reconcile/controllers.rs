@@ -91,27 +91,33 @@ fn refs<K: Resource<DynamicType = ()>>(
 /// controller's store of the objects.
 fn own_stream<K: Workload>(
     ctx: &Context,
+    controller: &'static str,
 ) -> (
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + use<K>,
     reflector::Store<K>,
 ) {
     let (reader, writer) = reflector::store();
     let events = watches::stored(api::<K>(ctx), watcher::Config::default(), writer);
-    let own = watches::filtered(events, ChangeFilter::new(routing::changed), |o: &K| {
-        routing::own_object(o.meta())
-    });
+    let own = watches::filtered(
+        events,
+        ChangeFilter::new(routing::changed),
+        |o: &K| routing::own_object(o.meta()),
+        tally(ctx, controller, "self"),
+    );
     (own, reader)
 }
 
 /// The Jobs we manage, waking their owner when one finishes or is lost.
 fn job_stream(
     ctx: &Context,
+    controller: &'static str,
 ) -> impl futures::Stream<Item = Result<Job, watcher::Error>> + Send + use<> {
     let events = watcher::watcher(api::<Job>(ctx), managed_jobs()).default_backoff();
     watches::filtered(
         events,
         ChangeFilter::new(routing::job_event_wakes),
         routing::job_finished,
+        tally(ctx, controller, "jobs"),
     )
 }
 
@@ -119,15 +125,19 @@ fn job_stream(
 /// state it holds (the backend's chunks before adoption).
 fn managed_secret_stream(
     ctx: &Context,
+    controller: &'static str,
 ) -> impl futures::Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + use<> {
     let events = watcher::watcher(
         api::<PartialObjectMeta<Secret>>(ctx),
         watches::managed_secrets(),
     )
     .default_backoff();
-    watches::filtered(events, ChangeFilter::new(routing::changed), |s| {
-        routing::any_write(&s.metadata)
-    })
+    watches::filtered(
+        events,
+        ChangeFilter::new(routing::changed),
+        |s| routing::any_write(&s.metadata),
+        tally(ctx, controller, "managed-secrets"),
+    )
 }
 
 fn managed_secret_owners<K: Resource<DynamicType = ()>>(
@@ -156,6 +166,8 @@ fn managed_secret_owners<K: Resource<DynamicType = ()>>(
 /// inputs render), mapped through the index to the objects using them.
 fn variables_stream<S>(
     ctx: &Context,
+    controller: &'static str,
+    source: &'static str,
 ) -> impl futures::Stream<Item = Result<PartialObjectMeta<S>, watcher::Error>> + Send + use<S>
 where
     S: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -167,9 +179,12 @@ where
 {
     let events =
         watcher::watcher(api::<PartialObjectMeta<S>>(ctx), variable_sources()).default_backoff();
-    watches::filtered(events, ChangeFilter::new(routing::changed), |s| {
-        routing::any_write(&s.metadata)
-    })
+    watches::filtered(
+        events,
+        ChangeFilter::new(routing::changed),
+        |s| routing::any_write(&s.metadata),
+        tally(ctx, controller, source),
+    )
 }
 
 fn variables_users<K: Resource<DynamicType = ()>>(
@@ -188,6 +203,32 @@ fn variables_users<K: Resource<DynamicType = ()>>(
     refs::<K>(dependents, &dep, kind)
 }
 
+fn tally(ctx: &Context, controller: &'static str, source: &'static str) -> watches::Tally {
+    watches::Tally {
+        metrics: ctx.metrics.clone(),
+        controller,
+        source,
+    }
+}
+
+/// Counts each pass's end (`controller_runtime_reconcile_total`).
+async fn count_pass<T, E: std::fmt::Display>(
+    metrics: &crate::metrics::Metrics,
+    controller: &'static str,
+    res: Result<T, E>,
+) {
+    match res {
+        Ok(_) => metrics.reconciled(controller, "success"),
+        Err(e) => {
+            metrics.reconciled(controller, "error");
+            tracing::debug!(controller, error = %e, "reconcile");
+        }
+    }
+}
+
+const CLUSTERS: &str = "terraformcluster";
+const POOLS: &str = "terraformmachinepool";
+
 fn controller_config(concurrency: u16) -> kube::runtime::controller::Config {
     kube::runtime::controller::Config::default().concurrency(concurrency)
 }
@@ -198,7 +239,7 @@ pub async fn run_clusters(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let cluster_ar = capi::cluster_resource();
-    let (own, store) = own_stream::<TerraformCluster>(&ctx);
+    let (own, store) = own_stream::<TerraformCluster>(&ctx, CLUSTERS);
     let kind = kinds::TERRAFORM_CLUSTER;
     let (d1, d2, d3) = (
         ctx.dependents.clone(),
@@ -211,6 +252,7 @@ pub async fn run_clusters(
             .default_backoff(),
         ChangeFilter::new(routing::changed),
         routing::capi_owner_consumed,
+        tally(&ctx, CLUSTERS, "clusters"),
     );
     let identities = watches::filtered(
         watcher::watcher(
@@ -220,21 +262,25 @@ pub async fn run_clusters(
         .default_backoff(),
         ChangeFilter::new(routing::changed),
         |i: &TerraformClusterIdentity| routing::own_object(&i.metadata),
+        tally(&ctx, CLUSTERS, "identities"),
     );
     let identity_ctx = ctx.clone();
+    let metrics = ctx.metrics.clone();
     Controller::for_stream(own, store.clone())
         .with_config(controller_config(ctx.config.concurrency.clusters))
-        .owns_stream(job_stream(&ctx))
+        .owns_stream(job_stream(&ctx, CLUSTERS))
         .owns(api::<TerraformPlan>(&ctx), watcher::Config::default())
-        .watches_stream(managed_secret_stream(&ctx), move |s| {
+        .watches_stream(managed_secret_stream(&ctx, CLUSTERS), move |s| {
             managed_secret_owners::<TerraformCluster>(&d1, &s, kind)
         })
-        .watches_stream(variables_stream::<ConfigMap>(&ctx), move |c| {
-            variables_users::<TerraformCluster>(&d2, &c.metadata, false, kind)
-        })
-        .watches_stream(variables_stream::<Secret>(&ctx), move |s| {
-            variables_users::<TerraformCluster>(&d3, &s.metadata, true, kind)
-        })
+        .watches_stream(
+            variables_stream::<ConfigMap>(&ctx, CLUSTERS, "configmaps"),
+            move |c| variables_users::<TerraformCluster>(&d2, &c.metadata, false, kind),
+        )
+        .watches_stream(
+            variables_stream::<Secret>(&ctx, CLUSTERS, "variables-secrets"),
+            move |s| variables_users::<TerraformCluster>(&d3, &s.metadata, true, kind),
+        )
         .watches_stream_with(
             clusters,
             |c| infrastructure_ref::<TerraformCluster>(&c, kinds::TERRAFORM_CLUSTER),
@@ -261,11 +307,7 @@ pub async fn run_clusters(
             error_policy::<TerraformCluster>,
             ctx,
         )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "TerraformCluster controller");
-            }
-        })
+        .for_each(|res| count_pass(&metrics, CLUSTERS, res))
         .await;
 }
 
@@ -286,11 +328,12 @@ pub async fn run_pools(
         bootstrap_secrets: secret_writer.as_reader(),
     });
     let kind = kinds::TERRAFORM_MACHINE_POOL;
-    let (own, store) = own_stream::<TerraformMachinePool>(&ctx);
+    let (own, store) = own_stream::<TerraformMachinePool>(&ctx, POOLS);
     let machine_pools = watches::filtered(
         watches::stored(dyn_api(&ctx, &mp_ar), watcher::Config::default(), mp_writer),
         ChangeFilter::new(routing::changed),
         routing::capi_owner_consumed,
+        tally(&ctx, POOLS, "machinepools"),
     );
     let clusters = watches::filtered(
         watches::stored(
@@ -300,6 +343,7 @@ pub async fn run_pools(
         ),
         ChangeFilter::new(routing::changed),
         routing::capi_owner_consumed,
+        tally(&ctx, POOLS, "clusters"),
     );
     let terraform_clusters = watches::filtered(
         watches::stored(
@@ -309,6 +353,7 @@ pub async fn run_pools(
         ),
         ChangeFilter::new(routing::changed),
         routing::terraform_cluster_consumed,
+        tally(&ctx, POOLS, "terraformclusters"),
     );
     let bootstrap = watches::filtered(
         watches::stored(
@@ -318,21 +363,25 @@ pub async fn run_pools(
         ),
         ChangeFilter::new(routing::changed),
         |s: &Secret| routing::any_write(&s.metadata),
+        tally(&ctx, POOLS, "bootstrap-secrets"),
     );
     let d = ctx.dependents.clone();
+    let metrics = ctx.metrics.clone();
     let (d1, d2, d3, d4, d5, d6) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone(), d);
     Controller::for_stream(own, store)
         .with_config(controller_config(ctx.config.concurrency.machine_pools))
-        .owns_stream(job_stream(&ctx))
-        .watches_stream(managed_secret_stream(&ctx), move |s| {
+        .owns_stream(job_stream(&ctx, POOLS))
+        .watches_stream(managed_secret_stream(&ctx, POOLS), move |s| {
             managed_secret_owners::<TerraformMachinePool>(&d1, &s, kind)
         })
-        .watches_stream(variables_stream::<ConfigMap>(&ctx), move |c| {
-            variables_users::<TerraformMachinePool>(&d2, &c.metadata, false, kind)
-        })
-        .watches_stream(variables_stream::<Secret>(&ctx), move |s| {
-            variables_users::<TerraformMachinePool>(&d3, &s.metadata, true, kind)
-        })
+        .watches_stream(
+            variables_stream::<ConfigMap>(&ctx, POOLS, "configmaps"),
+            move |c| variables_users::<TerraformMachinePool>(&d2, &c.metadata, false, kind),
+        )
+        .watches_stream(
+            variables_stream::<Secret>(&ctx, POOLS, "variables-secrets"),
+            move |s| variables_users::<TerraformMachinePool>(&d3, &s.metadata, true, kind),
+        )
         .watches_stream(bootstrap, move |s| {
             // A bootstrap data rotation wakes the pools whose MachinePool
             // names the Secret.
@@ -368,7 +417,7 @@ pub async fn run_pools(
             error_policy::<TerraformMachinePool>,
             ctx,
         )
-        .for_each(|_| async {})
+        .for_each(|res| count_pass(&metrics, POOLS, res))
         .await;
 }
 

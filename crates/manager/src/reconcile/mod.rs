@@ -116,6 +116,16 @@ impl PassCounter {
 
 impl Context {
     pub fn new(client: kube::Client, config: Config) -> Self {
+        Context::with_metrics(client, config, crate::metrics::Metrics::new())
+    }
+
+    /// A context counting into `metrics` (the registry the client counts
+    /// its requests into too).
+    pub fn with_metrics(
+        client: kube::Client,
+        config: Config,
+        metrics: crate::metrics::Metrics,
+    ) -> Self {
         let reporter = Reporter {
             controller: "captf-controller-manager".into(),
             instance: std::env::var("POD_NAME").ok(),
@@ -125,7 +135,7 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             config,
-            metrics: crate::metrics::Metrics::new(),
+            metrics,
             dependents: routing::Dependents::default(),
             rbac_ensured: ensured::Ensured::new(ttl),
             credentials_ensured: ensured::Ensured::new(ttl),

@@ -224,16 +224,19 @@ pub async fn create(
 }
 
 /// The live plans that no longer fit the current inputs are superseded.
+/// True when one was.
 pub async fn supersede_moot(
     ctx: &Context,
     plans: &[TerraformPlan],
     current_hash: &str,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
+    let mut changed = false;
     for p in plans
         .iter()
         .filter(|p| live(p) && p.spec.inputs_hash != current_hash)
     {
         set_phase(ctx, p, PlanPhase::Superseded).await?;
+        changed = true;
     }
-    Ok(())
+    Ok(changed)
 }

@@ -30,12 +30,27 @@ fn key<K: Resource>(o: &K) -> String {
         .unwrap_or_else(|| format!("{:?}/{:?}", o.meta().namespace, o.meta().name))
 }
 
+/// Where watch events are counted (`captf_watch_events_total`).
+#[derive(Clone)]
+pub struct Tally {
+    pub metrics: crate::metrics::Metrics,
+    pub controller: &'static str,
+    pub source: &'static str,
+}
+
+impl Tally {
+    fn count(&self, woke: bool) {
+        self.metrics.watch_event(self.controller, self.source, woke);
+    }
+}
+
 /// The objects of a watch whose change `filter` lets through (deleted ones
 /// included, so their dependents learn they are gone).
 pub fn filtered<K, S>(
     events: S,
     mut filter: ChangeFilter,
     fingerprint: impl Fn(&K) -> Fingerprint + Send + 'static,
+    tally: Tally,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource + Send + 'static,
@@ -45,9 +60,14 @@ where
         let out = match ev {
             Ok(Event::Apply(o) | Event::InitApply(o)) => {
                 let wakes = filter.applied(key(&o), fingerprint(&o));
+                tally.count(wakes);
                 wakes.then_some(Ok(o))
             }
-            Ok(Event::Delete(o)) => filter.deleted(&key(&o)).then_some(Ok(o)),
+            Ok(Event::Delete(o)) => {
+                let wakes = filter.deleted(&key(&o));
+                tally.count(wakes);
+                wakes.then_some(Ok(o))
+            }
             Ok(Event::Init | Event::InitDone) => None,
             Err(e) => Some(Err(e)),
         };
