@@ -72,6 +72,10 @@ impl Args {
             .clamp(1, self.pools.max(1))
     }
 
+    fn namespaces(&self) -> usize {
+        self.namespaces.clamp(1, self.clusters())
+    }
+
     fn changes(&self) -> usize {
         self.changes.unwrap_or(self.pools.min(100)).min(self.pools)
     }
@@ -233,7 +237,7 @@ async fn measure(
     pid: u32,
     start: Instant,
 ) -> Result<(), String> {
-    let layout = load::Layout::new(args.pools, args.clusters(), args.namespaces);
+    let layout = load::Layout::new(args.pools, args.clusters(), args.namespaces());
     let jobs_seen = load::JobLog::watch(client.clone());
     let (rss_idle, _) = memory(pid);
     let before = scrape(client, diagnostics).await?;

@@ -11,7 +11,9 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 
-use super::pass::{self, Booked, Loaded, StartOutcome, StartRequest};
+use super::bookkeeping::{Booked, BookkeepingPolicy, bookkeep};
+use super::job_start::{StartConfig, StartOutcome, StartRequest, execute_start, plan_start};
+use super::pass::{self, Loaded};
 use super::status::{Draft, system_time};
 use super::workload::Workload;
 use super::{Context, Error};
@@ -81,11 +83,15 @@ pub enum Opened {
     Pass(Box<Pass>),
 }
 
-fn limits(jobs: &EffectiveJobPolicy) -> (u32, u32) {
-    (
-        jobs.successful_jobs_history_limit.max(0) as u32,
-        jobs.failed_jobs_history_limit.max(0) as u32,
-    )
+fn policy(shared: &Shared) -> BookkeepingPolicy {
+    BookkeepingPolicy {
+        history_limits: (
+            shared.jobs.successful_jobs_history_limit.max(0) as u32,
+            shared.jobs.failed_jobs_history_limit.max(0) as u32,
+        ),
+        drift_enabled: shared.drift_interval.is_some(),
+        drift_remediate: shared.drift_remediate,
+    }
 }
 
 pub async fn applied_record<K: Workload>(
@@ -386,16 +392,7 @@ pub async fn open<K: Workload>(
         match super::credentials::check(ctx, obj, shared.identity.as_ref(), &mut draft).await? {
             super::credentials::Verdict::Ready(secret) => credentials_secret = secret,
             super::credentials::Verdict::Blocked => {
-                let booked = pass::bookkeep(
-                    ctx,
-                    obj,
-                    &loaded,
-                    &mut draft,
-                    limits(&shared.jobs),
-                    shared.drift_interval.is_some(),
-                    shared.drift_remediate,
-                )
-                .await?;
+                let booked = bookkeep(ctx, obj, &loaded, &mut draft, &policy(shared)).await?;
                 set_ready(&mut draft, obj.provisioned(), pool);
                 pass::finish(ctx, obj, &draft, &booked.marks).await?;
                 return Ok(Opened::Done(Action::requeue(Duration::from_secs(15))));
@@ -416,16 +413,7 @@ pub async fn open<K: Workload>(
         };
         draft.set(conditions::RUNNER_RBAC_READY, &rbac);
     }
-    let booked = pass::bookkeep(
-        ctx,
-        obj,
-        &loaded,
-        &mut draft,
-        limits(&shared.jobs),
-        shared.drift_interval.is_some(),
-        shared.drift_remediate,
-    )
-    .await?;
+    let booked = bookkeep(ctx, obj, &loaded, &mut draft, &policy(shared)).await?;
     let active = booked.active.clone();
     if booked.newly.iter().any(|o| o.record.op == Op::Apply) {
         // Bookkeeping adopted the state of an apply: read it again.
@@ -1011,16 +999,12 @@ pub async fn start<K: Workload>(
         )
         .await;
     }
-    let outcome = pass::start(
-        ctx,
-        obj,
-        &records,
-        req,
-        &mut p.draft,
-        &mut p.block_move,
-        now,
-    )
-    .await?;
+    let config = StartConfig {
+        runner_image: &ctx.config.runner_image,
+        runner_events: ctx.config.runner_events,
+    };
+    let planned = plan_start(obj, &records, req, &config);
+    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await?;
     let requeue = match outcome {
         StartOutcome::Started { job } => {
             // The Job runs: close keeps block-move and activeJob.

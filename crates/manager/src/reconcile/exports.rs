@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::common::{Pass, Rendered};
-use super::pass::{self, StartRequest};
+use super::job_start::StartRequest;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::exports_guard::{
@@ -270,7 +270,7 @@ pub async fn apply_guard(
             .get(conditions::APPLY_JOB_SUCCEEDED)
             .is_some_and(|c| c.reason == reasons::DESTRUCTIVE_PLAN_BLOCKED)
         {
-            let mut c = pass::apply_condition_past_blocks(&p.loaded);
+            let mut c = super::bookkeeping::apply_condition_past_blocks(&p.loaded);
             c.message = format!(
                 "{}; the exports change that waited for approval is no longer rendered",
                 c.message

@@ -2,6 +2,7 @@
 //! preamble, bookkeeping of finished Jobs, state, the kind's inputs and
 //! outputs, the decision, a crash-safe Job start, and one status patch.
 
+pub mod bookkeeping;
 pub mod cleanup;
 pub mod cluster;
 pub mod common;
@@ -9,6 +10,9 @@ pub mod controllers;
 pub mod credentials;
 pub mod ensured;
 pub mod exports;
+pub mod job_start;
+#[cfg(test)]
+pub mod mock_api;
 pub mod pass;
 pub mod plans;
 pub mod pool;

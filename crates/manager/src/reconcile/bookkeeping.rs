@@ -1,0 +1,561 @@
+//! Bookkeeping of finished Jobs: a pure plan (`lastRun`, the Job
+//! conditions, drift and refresh times, the marks and events that follow
+//! the status patch, and the writes it needs) and the execution of those
+//! writes in order. No client in the plan.
+
+use std::time::Duration;
+
+use captf_api::common::{DriftSummary, LastRun, RunError, RunStep};
+use captf_api::names::{annotations, conditions, events, reasons};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams};
+
+use super::pass::Loaded;
+use super::status::{Draft, time};
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::engine::decide::Op;
+use crate::engine::history::{self, JobRecord, Outcome};
+use crate::engine::job_conditions::{ConditionValue, FinishedRun};
+use crate::io::leases::release;
+use crate::io::records::{read_record, write_record};
+use crate::io::state::adopt;
+use crate::jobs::observe::ObservedJob;
+use crate::leases::run_lease_name;
+use crate::names::state_suffix;
+use crate::records::{applied_record_name, attempt_record_name, record_labels, run_secret_name};
+
+/// What bookkeeping follows from the object's spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BookkeepingPolicy {
+    /// Finished Jobs kept: (successful, failed).
+    pub history_limits: (u32, u32),
+    pub drift_enabled: bool,
+    pub drift_remediate: bool,
+}
+
+/// A write bookkeeping needs, in the order the plan lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BookkeepingEffect {
+    /// The attempt record of `job` becomes the applied record, with the
+    /// digest its pod ran.
+    PromoteRecord {
+        job: String,
+        inputs_hash: Option<String>,
+        image_id: Option<String>,
+    },
+    /// The state gets the object's owner reference and the inputs hash.
+    AdoptState { inputs_hash: Option<String> },
+    /// The run's inputs Secret goes.
+    DeleteRunSecret { job: String },
+    /// The run lease goes, if `job` holds it.
+    ReleaseRunLease { job: String },
+    /// History pruning.
+    DeleteJob { name: String },
+}
+
+/// The plan: what the pass learned, and the writes that go before the
+/// status patch.
+#[derive(Debug)]
+pub struct BookkeepingPlan {
+    pub booked: Booked,
+    pub effects: Vec<BookkeepingEffect>,
+}
+
+/// A Job to mark bookkept once the status patch landed, with the events
+/// its bookkeeping announces (published only after the patch, so a lost
+/// patch does not announce them twice).
+#[derive(Debug, Clone)]
+pub struct Mark {
+    pub job: String,
+    pub outcome: Outcome,
+    pub plan_hash: Option<String>,
+    pub events: Vec<PendingEvent>,
+    pub counted: Option<CountedJob>,
+}
+
+/// What `captf_jobs_total` and friends count of a finished Job (counted
+/// with its mark, once the status patch landed).
+#[derive(Debug, Clone)]
+pub struct CountedJob {
+    pub op: &'static str,
+    pub result: &'static str,
+    pub duration: Duration,
+    /// Runner error class and failed step, when the runner reported one.
+    pub error: Option<(&'static str, Option<String>)>,
+}
+
+impl CountedJob {
+    fn of(o: &ObservedJob) -> Option<CountedJob> {
+        let result = match o.record.outcome {
+            Outcome::Running => return None,
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed | Outcome::PlanUnreadable => "failed",
+            Outcome::DeadlineExceeded => "deadline",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Blocked => "blocked",
+            Outcome::PlanChanged => "plan_changed",
+        };
+        let error = o.result.as_ref().and_then(|r| r.error.as_ref());
+        Some(CountedJob {
+            op: o.record.op.as_str(),
+            result,
+            duration: o
+                .record
+                .finished
+                .and_then(|f| f.duration_since(o.record.created).ok())
+                .unwrap_or_default(),
+            error: error.map(|e| {
+                (
+                    crate::jobs::observe::error_kind_name(&e.kind),
+                    e.step.clone(),
+                )
+            }),
+        })
+    }
+}
+
+/// An event to publish later.
+#[derive(Debug, Clone)]
+pub struct PendingEvent {
+    pub warning: bool,
+    pub reason: String,
+    pub action: String,
+    pub note: String,
+}
+
+impl PendingEvent {
+    fn new(warning: bool, reason: &str, action: &str, note: String) -> Self {
+        PendingEvent {
+            warning,
+            reason: reason.to_owned(),
+            action: action.to_owned(),
+            note,
+        }
+    }
+}
+
+/// What bookkeeping learned in this pass.
+#[derive(Debug, Default)]
+pub struct Booked {
+    pub marks: Vec<Mark>,
+    /// Finished Jobs read for the first time, oldest first.
+    pub newly: Vec<ObservedJob>,
+    pub active: Option<JobRecord>,
+}
+
+fn finished_run(o: &ObservedJob) -> FinishedRun<'_> {
+    let error = o.result.as_ref().and_then(|r| r.error.as_ref());
+    FinishedRun {
+        job: &o.record.name,
+        op: o.record.op,
+        outcome: o.record.outcome,
+        error_kind: error.map(|e| crate::jobs::observe::error_kind_name(&e.kind)),
+        failed_step: error.and_then(|e| e.step.as_deref()),
+        first_resource: None,
+        image_pull_failed: o.image_pull_failed,
+    }
+}
+
+fn last_run(o: &ObservedJob) -> LastRun {
+    let r = o.result.as_ref();
+    LastRun {
+        job: o.record.name.clone(),
+        operation: o.record.op,
+        steps: r.map(|r| {
+            r.steps
+                .iter()
+                .map(|s| RunStep {
+                    name: s.name.clone(),
+                    exit_code: s.exit,
+                    duration_milliseconds: Some((s.seconds * 1000.0) as i64),
+                })
+                .collect()
+        }),
+        error: r.and_then(|r| r.error.as_ref()).map(|e| RunError {
+            kind: serde_json::from_value(serde_json::to_value(e.kind).unwrap_or_default())
+                .unwrap_or(captf_api::common::RunErrorKind::Step),
+            step: e.step.clone(),
+            summary: Some(
+                e.tail
+                    .chars()
+                    .rev()
+                    .take(1024)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect(),
+            ),
+            resources: None,
+        }),
+        drift: r.and_then(|r| r.drift.as_ref()).map(|d| DriftSummary {
+            create: Some(d.create as i32),
+            update: Some(d.update as i32),
+            replace: Some(d.replace as i32),
+            delete: Some(d.delete as i32),
+            resources: (!d.resources.is_empty()).then(|| d.resources.clone()),
+        }),
+    }
+}
+
+/// `ApplyJobSucceeded` from the newest finished apply, plan or destroy Job
+/// that was not blocked: the real outcome once a blocked change is gone.
+pub fn apply_condition_past_blocks(loaded: &Loaded) -> ConditionValue {
+    let newest = loaded
+        .observed
+        .iter()
+        .filter(|o| matches!(o.record.op, Op::Apply | Op::Plan | Op::Destroy))
+        .filter(|o| o.record.finished.is_some() && o.record.outcome != Outcome::Blocked)
+        .max_by_key(|o| (o.record.finished, o.record.created));
+    crate::engine::job_conditions::apply_job_succeeded(newest.map(finished_run).as_ref())
+}
+
+/// Bookkeeping of every finished Job not yet bookkept: `lastRun`, the Job
+/// conditions, promotion of the attempt record and adoption of the state
+/// after a successful apply, the per-run Secret and run lease released,
+/// drift and refresh times; then history pruning.
+pub fn plan_bookkeeping(
+    loaded: &Loaded,
+    draft: &mut Draft,
+    policy: &BookkeepingPolicy,
+) -> BookkeepingPlan {
+    // Every finished Job not bookkept yet, oldest first; one whose pod is
+    // gone (no result, no error) is still counted once, from its Job
+    // conditions.
+    let mut newly: Vec<ObservedJob> = loaded
+        .observed
+        .iter()
+        .filter(|o| o.record.finished.is_some())
+        .filter(|o| {
+            loaded
+                .annotation(&o.record.name, annotations::BOOKKEPT)
+                .is_none()
+        })
+        .cloned()
+        .collect();
+    newly.sort_by(|a, b| {
+        (a.record.finished, &a.record.name).cmp(&(b.record.finished, &b.record.name))
+    });
+    let mut marks = Vec::new();
+    let mut effects = Vec::new();
+    for o in &newly {
+        let job = &o.record.name;
+        let inputs_hash = loaded
+            .annotation(job, annotations::INPUTS_HASH)
+            .map(str::to_owned);
+        draft.field("lastRun", last_run(o));
+        let mut evs = Vec::new();
+        let plan_hash = o
+            .result
+            .as_ref()
+            .and_then(|r| r.plan.as_ref())
+            .map(|p| p.hash.clone());
+        match (o.record.op, o.record.outcome) {
+            (Op::Apply, Outcome::Succeeded) => {
+                if loaded.annotation(job, annotations::DRIFT_REMEDIATION) == Some("true") {
+                    // The drift the check found is applied away.
+                    let v = ConditionValue {
+                        status: "False",
+                        reason: reasons::NO_DRIFT,
+                        message: format!("Job {job} remediated the drift"),
+                    };
+                    draft.set(conditions::DRIFT_DETECTED, &v);
+                    evs.push(PendingEvent::new(
+                        false,
+                        events::DRIFT_RESOLVED,
+                        "Drift",
+                        v.message,
+                    ));
+                }
+                effects.push(BookkeepingEffect::PromoteRecord {
+                    job: job.clone(),
+                    inputs_hash: inputs_hash.clone(),
+                    image_id: o.image_id.clone(),
+                });
+                effects.push(BookkeepingEffect::AdoptState {
+                    inputs_hash: inputs_hash.clone(),
+                });
+                evs.push(PendingEvent::new(
+                    false,
+                    events::JOB_SUCCEEDED,
+                    "Apply",
+                    format!("Job {job} succeeded"),
+                ));
+            }
+            (Op::Drift | Op::Refresh, Outcome::Succeeded) => {
+                let at = o.record.finished.map(time);
+                if o.record.op == Op::Drift {
+                    draft.field("lastDriftCheck", &at);
+                    let detected = o
+                        .result
+                        .as_ref()
+                        .and_then(|r| r.drift.as_ref())
+                        .is_some_and(|d| d.detected);
+                    let was = draft.is_true(conditions::DRIFT_DETECTED);
+                    let v = if detected && policy.drift_remediate {
+                        ConditionValue {
+                            status: "True",
+                            reason: reasons::DRIFT_PENDING,
+                            message: format!("Job {job} found drift; a remediation apply follows"),
+                        }
+                    } else if detected {
+                        ConditionValue {
+                            status: "True",
+                            reason: reasons::DRIFT_REPORTED,
+                            message: format!("Job {job} found drift"),
+                        }
+                    } else {
+                        ConditionValue {
+                            status: "False",
+                            reason: reasons::NO_DRIFT,
+                            message: format!("Job {job} found no drift"),
+                        }
+                    };
+                    draft.set(conditions::DRIFT_DETECTED, &v);
+                    if detected && !was {
+                        evs.push(PendingEvent::new(
+                            true,
+                            events::DRIFT_DETECTED,
+                            "Drift",
+                            v.message,
+                        ));
+                    } else if !detected && was {
+                        evs.push(PendingEvent::new(
+                            false,
+                            events::DRIFT_RESOLVED,
+                            "Drift",
+                            v.message,
+                        ));
+                    }
+                } else {
+                    draft.field("lastRefresh", &at);
+                }
+            }
+            (_, Outcome::Succeeded) => {
+                evs.push(PendingEvent::new(
+                    false,
+                    events::JOB_SUCCEEDED,
+                    o.record.op.as_str(),
+                    format!("Job {job} succeeded"),
+                ));
+            }
+            (_, Outcome::Blocked) => {
+                evs.push(PendingEvent::new(true, events::DESTRUCTIVE_PLAN_BLOCKED, "Apply", format!("Job {job} stopped before a plan that deletes or replaces resources; nothing was applied")));
+            }
+            (_, Outcome::Interrupted) => {
+                evs.push(PendingEvent::new(
+                    true,
+                    events::JOB_INTERRUPTED,
+                    o.record.op.as_str(),
+                    format!("Job {job} was interrupted"),
+                ));
+            }
+            (_, Outcome::DeadlineExceeded) => {
+                evs.push(PendingEvent::new(
+                    true,
+                    events::JOB_DEADLINE_EXCEEDED,
+                    o.record.op.as_str(),
+                    format!("Job {job} exceeded its deadline"),
+                ));
+            }
+            _ => {
+                let step = o
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.error.as_ref())
+                    .and_then(|e| e.step.clone())
+                    .map(|s| format!(" in step {s}"))
+                    .unwrap_or_default();
+                evs.push(PendingEvent::new(
+                    true,
+                    events::JOB_FAILED,
+                    o.record.op.as_str(),
+                    format!("Job {job} failed{step}"),
+                ));
+            }
+        }
+        if o.record.op == Op::Apply
+            && o.record.outcome != Outcome::Succeeded
+            && loaded.annotation(job, annotations::DRIFT_REMEDIATION) == Some("true")
+        {
+            draft.set(
+                conditions::DRIFT_DETECTED,
+                &ConditionValue {
+                    status: "True",
+                    reason: reasons::DRIFT_PENDING,
+                    message: format!(
+                        "remediation Job {job} did not succeed; it is retried under backoff"
+                    ),
+                },
+            );
+        }
+        // The run is over: its per-run Secret and run lease go.
+        effects.push(BookkeepingEffect::DeleteRunSecret { job: job.clone() });
+        effects.push(BookkeepingEffect::ReleaseRunLease { job: job.clone() });
+        marks.push(Mark {
+            job: job.clone(),
+            outcome: o.record.outcome,
+            plan_hash,
+            events: evs,
+            counted: CountedJob::of(o),
+        });
+    }
+    // Job conditions follow the newest finished Job of their ops, when a
+    // new one was read (a bookkept Job keeps the condition it gave).
+    let apply_ops = [Op::Apply, Op::Plan, Op::Destroy];
+    if let Some(n) = newly
+        .iter()
+        .rev()
+        .find(|o| apply_ops.contains(&o.record.op))
+    {
+        let newest = loaded.newest_finished(&apply_ops);
+        if newest.map(|x| &x.record.name) == Some(&n.record.name) {
+            let v = crate::engine::job_conditions::apply_job_succeeded(Some(&finished_run(n)));
+            draft.set(conditions::APPLY_JOB_SUCCEEDED, &v);
+        }
+    } else if draft.get(conditions::APPLY_JOB_SUCCEEDED).is_none() {
+        let v = crate::engine::job_conditions::apply_job_succeeded(None);
+        draft.set(conditions::APPLY_JOB_SUCCEEDED, &v);
+    }
+    let drift_ops = [Op::Refresh, Op::Drift];
+    if let Some(n) = newly
+        .iter()
+        .rev()
+        .find(|o| drift_ops.contains(&o.record.op))
+    {
+        let v = crate::engine::job_conditions::drift_job_succeeded(
+            Some(&finished_run(n)),
+            policy.drift_enabled,
+        );
+        draft.set(conditions::DRIFT_JOB_SUCCEEDED, &v);
+    } else if draft.get(conditions::DRIFT_JOB_SUCCEEDED).is_none() {
+        let v = crate::engine::job_conditions::drift_job_succeeded(None, policy.drift_enabled);
+        draft.set(conditions::DRIFT_JOB_SUCCEEDED, &v);
+    }
+
+    let records = loaded.records();
+    let (successful, failed) = policy.history_limits;
+    for name in history::prune(&records, successful, failed) {
+        effects.push(BookkeepingEffect::DeleteJob { name });
+    }
+    BookkeepingPlan {
+        booked: Booked {
+            marks,
+            newly,
+            active: history::active(&records).cloned(),
+        },
+        effects,
+    }
+}
+
+/// Applies the bookkeeping writes in the order planned (a write that finds
+/// its object gone is done).
+pub async fn execute_bookkeeping<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    effects: &[BookkeepingEffect],
+) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
+    let gone_is_done = |r: Result<(), kube::Error>| match r {
+        Ok(()) | Err(kube::Error::Api(_)) => Ok(()),
+        Err(e) => Err(Error::from(e)),
+    };
+    for effect in effects {
+        match effect {
+            BookkeepingEffect::PromoteRecord {
+                job,
+                inputs_hash,
+                image_id,
+            } => promote(ctx, obj, job, inputs_hash.as_deref(), image_id.as_deref()).await?,
+            BookkeepingEffect::AdoptState { inputs_hash } => {
+                adopt(
+                    &ctx.client,
+                    &ns,
+                    &suffix,
+                    &obj.owner_reference(),
+                    inputs_hash.as_deref(),
+                )
+                .await?
+            }
+            BookkeepingEffect::DeleteRunSecret { job } => {
+                let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+                let r = secrets
+                    .delete(&run_secret_name(job), &DeleteParams::default())
+                    .await;
+                gone_is_done(r.map(drop))?
+            }
+            BookkeepingEffect::ReleaseRunLease { job } => {
+                release(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+            }
+            BookkeepingEffect::DeleteJob { name } => {
+                let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+                gone_is_done(
+                    jobs.delete(name, &DeleteParams::background())
+                        .await
+                        .map(drop),
+                )?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bookkeeping of every finished Job not yet bookkept: the plan, then its
+/// writes.
+pub async fn bookkeep<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    loaded: &Loaded,
+    draft: &mut Draft,
+    policy: &BookkeepingPolicy,
+) -> Result<Booked, Error> {
+    let plan = plan_bookkeeping(loaded, draft, policy);
+    execute_bookkeeping(ctx, obj, &plan.effects).await?;
+    Ok(plan.booked)
+}
+
+/// Promotes the attempt record written for `job` into the applied record,
+/// pinning the digest its pod ran.
+async fn promote<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    job: &str,
+    inputs_hash: Option<&str>,
+    image_id: Option<&str>,
+) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let Some(Ok(attempt)) =
+        read_record(&ctx.client, &ns, &attempt_record_name(K::KIND, &name)).await?
+    else {
+        return Ok(());
+    };
+    if inputs_hash.is_some_and(|h| h != attempt.meta.inputs_hash) {
+        // The attempt record moved on to a newer apply already.
+        return Ok(());
+    }
+    let applied_name = applied_record_name(K::KIND, &name);
+    let previous = read_record(&ctx.client, &ns, &applied_name)
+        .await?
+        .and_then(Result::ok);
+    let digest = image_id.and_then(|id| id.split_once('@')).map(|(_, d)| d);
+    let applied = attempt.promote(job, digest, previous.as_ref());
+    let labels = record_labels(K::KIND, &name);
+    write_record(
+        &ctx.client,
+        &ns,
+        &applied_name,
+        &applied,
+        &obj.owner_reference(),
+        labels,
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "bookkeeping_tests.rs"]
+mod tests;

@@ -1,0 +1,350 @@
+//! Starting a Job: a pure plan (the Job's name and attempt, the whole Job
+//! object, its run lease, its per-run inputs and attempt record) and the
+//! crash-safe execution of it: block-move, the pause handshake, the run
+//! lease, the Job (adopted when it already runs), its per-run Secret, the
+//! attempt record; `status.activeJob` goes in the end-of-pass patch.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use captf_api::common::ActiveJob;
+use captf_api::names::{annotations, conditions, events, labels, reasons};
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::api::Api;
+
+use super::pass::{LEASE_REQUEUE, START_DEFERRED_REQUEUE, event, op_condition, set_block_move};
+use super::status::{Draft, time};
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::engine::decide::{Approval, Op};
+use crate::engine::history::{self, JobRecord};
+use crate::engine::job_conditions::ConditionValue;
+use crate::io::leases::{Acquire, LeaseKind, LeaseRequest, acquire, release};
+use crate::io::records::write_record;
+use crate::io::start::{Started, create_job, ensure_run_secret};
+use crate::jobs::args::{Guard, RunnerArgs};
+use crate::jobs::build::{JobRequest, build};
+use crate::leases::{backstop, run_lease_name};
+use crate::names::{job_name, state_suffix};
+use crate::records::{InputsRecord, attempt_record_name, record_labels};
+
+/// Everything a Job start needs beyond the object.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    pub op: Op,
+    pub approval: Option<Approval>,
+    pub remediation: bool,
+    /// Rendered `main.tf.json` and `terraform.tfvars.json`.
+    pub files: (String, String),
+    /// The inputs hash the Job name binds and the Job carries.
+    pub inputs_hash: String,
+    pub tick: String,
+    /// The module image this Job runs.
+    pub image: String,
+    /// The attempt record to write (apply only).
+    pub attempt_record: Option<InputsRecord>,
+    pub guard: Option<Guard>,
+    pub plan_key_secret: Option<String>,
+    pub cluster_name: String,
+    pub jobs: captf_api::effective::EffectiveJobPolicy,
+    pub credentials_secret: Option<String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// How a start went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartOutcome {
+    Started {
+        job: String,
+    },
+    /// Nothing started; look again after the delay.
+    Waiting {
+        requeue: Duration,
+    },
+}
+
+/// A planned start: what to write, in the order [`execute_start`] writes it.
+#[derive(Debug, Clone)]
+pub struct JobStart {
+    pub op: Op,
+    pub job_name: String,
+    pub attempt: u32,
+    pub cluster_name: String,
+    pub lease: LeaseRequest,
+    pub job: Job,
+    /// The per-run inputs Secret's files.
+    pub files: (String, String),
+    /// The attempt record (apply only), naming the Job.
+    pub attempt_record: Option<InputsRecord>,
+}
+
+/// What of the manager's configuration a start depends on.
+#[derive(Debug, Clone)]
+pub struct StartConfig<'a> {
+    pub runner_image: &'a str,
+    pub runner_events: bool,
+}
+
+/// Plans the start of `req` for `obj` (no client here).
+pub fn plan_start<K: Workload>(
+    obj: &K,
+    records: &[JobRecord],
+    req: StartRequest,
+    config: &StartConfig<'_>,
+) -> JobStart {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let attempt = history::next_attempt(records, req.op);
+    let job = job_name(K::KIND, &name, req.op, attempt, &req.inputs_hash, &req.tick);
+    let suffix = state_suffix(K::KIND, &ns, &name);
+    let deadline = Duration::from_secs(req.jobs.active_deadline_seconds.max(1) as u64);
+    let mut lease_labels = record_labels(K::KIND, &name);
+    lease_labels.insert(labels::CLUSTER_NAME.to_owned(), req.cluster_name.clone());
+    let lease = LeaseRequest {
+        kind: LeaseKind::Run,
+        name: run_lease_name(&suffix),
+        namespace: ns.clone(),
+        job: job.clone(),
+        op: req.op,
+        labels: lease_labels,
+        duration: backstop(deadline),
+    };
+    let request = job_request(obj, &req, &job, attempt, config);
+    let attempt_record = req.attempt_record.clone().map(|mut r| {
+        r.meta.job = Some(job.clone());
+        r
+    });
+    JobStart {
+        op: req.op,
+        job_name: job,
+        attempt,
+        cluster_name: req.cluster_name,
+        lease,
+        job: build(&request).job,
+        files: req.files,
+        attempt_record,
+    }
+}
+
+/// The whole Job of a start.
+fn job_request<K: Workload>(
+    obj: &K,
+    req: &StartRequest,
+    job: &str,
+    attempt: u32,
+    config: &StartConfig<'_>,
+) -> JobRequest {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let mut job_annotations = req.annotations.clone();
+    if req.remediation {
+        job_annotations.insert(annotations::DRIFT_REMEDIATION.to_owned(), "true".to_owned());
+    }
+    let state_labels = BTreeMap::from([
+        (labels::MANAGED.to_owned(), "true".to_owned()),
+        (labels::CLUSTER_NAME.to_owned(), req.cluster_name.clone()),
+    ]);
+    let event_object = config.runner_events.then(|| {
+        (
+            format!(
+                "{}/{}/{}/{}/{}",
+                K::api_version(&()),
+                K::kind(&()),
+                ns,
+                name,
+                obj.uid().unwrap_or_default()
+            ),
+            job.to_owned(),
+        )
+    });
+    let jobs = &req.jobs;
+    JobRequest {
+        kind: K::KIND,
+        owner: obj.owner_reference(),
+        namespace: ns.clone(),
+        cluster_name: req.cluster_name.clone(),
+        job_name: job.to_owned(),
+        attempt,
+        runner: RunnerArgs {
+            op: req.op,
+            image: req.image.clone(),
+            namespace: ns.clone(),
+            state_suffix: state_suffix(K::KIND, &ns, &name),
+            state_labels,
+            lock_timeout: Duration::from_secs(jobs.lock_timeout_seconds.max(1) as u64),
+            stop_timeout: Duration::from_secs(20),
+            force_unlock: None,
+            guard_deletes: req.guard.is_some(),
+            guard: req.guard.clone(),
+            restore: None,
+            plan_key: req.plan_key_secret.is_some(),
+            event_object,
+        },
+        runner_image: config.runner_image.to_owned(),
+        image_pull_policy: obj.workspace().source.image_pull_policy.and_then(|p| {
+            serde_json::to_value(p)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+        }),
+        inputs_hash: Some(req.inputs_hash.clone()),
+        restore: None,
+        annotations: job_annotations,
+        active_deadline_seconds: jobs.active_deadline_seconds,
+        service_account: jobs
+            .service_account_name
+            .clone()
+            .unwrap_or_else(|| crate::rbac::RUNNER.to_owned()),
+        image_pull_secrets: jobs
+            .image_pull_secrets
+            .iter()
+            .map(|s| s.name.clone())
+            .collect(),
+        resources: jobs.resources.clone(),
+        env: jobs.env.clone(),
+        security_context: jobs.security_context.clone(),
+        pod_security_context: jobs.pod_security_context.clone(),
+        credentials_secret: req.credentials_secret.clone(),
+        plan_key_secret: req.plan_key_secret.clone(),
+    }
+}
+
+/// Executes a planned start in the crash-safe order. A lease held by
+/// another Job, a pause seen in the handshake or an old namesake Job that
+/// is still going away end it with `Waiting`.
+pub async fn execute_start<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    start: &JobStart,
+    draft: &mut Draft,
+    block_move: &mut bool,
+    now: SystemTime,
+) -> Result<StartOutcome, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let job = &start.job_name;
+    set_block_move(ctx, obj, block_move, true).await?;
+    // The pause handshake: `clusterctl move` pauses, then reads block-move.
+    // With block-move now visible, a pause set meanwhile must stop the start.
+    if paused_now(ctx, obj, &start.cluster_name).await? {
+        return Ok(StartOutcome::Waiting {
+            requeue: START_DEFERRED_REQUEUE,
+        });
+    }
+    match acquire(&ctx.client, &start.lease, now).await? {
+        Acquire::Acquired => {}
+        Acquire::Held { holder } => {
+            let waiting_already = draft
+                .get(op_condition(start.op))
+                .is_some_and(|c| c.reason == reasons::WAITING_FOR_RUN_LEASE);
+            if !waiting_already {
+                ctx.metrics.lease_wait_started(K::KIND.kind(), "run_lease");
+            }
+            let v = ConditionValue {
+                status: "Unknown",
+                reason: reasons::WAITING_FOR_RUN_LEASE,
+                message: format!("Job {holder} holds the run lease of this object"),
+            };
+            draft.set(op_condition(start.op), &v);
+            return Ok(StartOutcome::Waiting {
+                requeue: LEASE_REQUEUE,
+            });
+        }
+        Acquire::LostRace => {
+            return Ok(StartOutcome::Waiting {
+                requeue: START_DEFERRED_REQUEUE,
+            });
+        }
+    }
+    match create_job(&ctx.client, &start.job, &obj.uid().unwrap_or_default()).await {
+        Ok(Started::Created) => {
+            let op = start.op.as_str();
+            let note = format!("Job {job} created for {op}");
+            event(ctx, obj, false, events::JOB_CREATED, op, note).await;
+        }
+        Ok(Started::Adopted) => {}
+        Ok(Started::Deferred { reason }) => {
+            tracing::info!(job, reason, "Job start deferred");
+            return Ok(StartOutcome::Waiting {
+                requeue: START_DEFERRED_REQUEUE,
+            });
+        }
+        Err(kube::Error::Api(s)) if s.code >= 400 && s.code < 500 => {
+            // A rejected create proves no Job exists: the lease goes at once.
+            release(&ctx.client, &ns, &start.lease.name, job).await?;
+            return Err(Error::Invalid(format!(
+                "Job {job} was rejected: {}",
+                s.message
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let files = [
+        (crate::records::MAIN_FILE, start.files.0.as_str()),
+        (crate::records::VALUES_FILE, start.files.1.as_str()),
+    ];
+    ensure_run_secret(&ctx.client, &start.job, &files, BTreeMap::new()).await?;
+    if let Some(record) = &start.attempt_record {
+        let name = obj.name_any();
+        write_record(
+            &ctx.client,
+            &ns,
+            &attempt_record_name(K::KIND, &name),
+            record,
+            &obj.owner_reference(),
+            record_labels(K::KIND, &name),
+        )
+        .await?;
+    }
+    record_running(draft, start, now);
+    Ok(StartOutcome::Started { job: job.clone() })
+}
+
+/// The status of a started Job: `activeJob`, and `ApplyJobSucceeded`
+/// saying it runs (keeping True once an apply succeeded).
+fn record_running(draft: &mut Draft, start: &JobStart, now: SystemTime) {
+    draft.field(
+        "activeJob",
+        ActiveJob {
+            name: start.job_name.clone(),
+            operation: start.op,
+            attempt: start.attempt as i32,
+            start_time: Some(time(now)),
+        },
+    );
+    if matches!(start.op, Op::Apply | Op::Plan | Op::Destroy) {
+        let applied = draft
+            .get(conditions::APPLY_JOB_SUCCEEDED)
+            .is_some_and(|c| c.status == "True");
+        let v = ConditionValue {
+            status: if applied { "True" } else { "Unknown" },
+            reason: if applied {
+                reasons::APPLY_SUCCEEDED
+            } else {
+                reasons::NO_APPLY_YET
+            },
+            message: format!("Job {} is running", start.job_name),
+        };
+        draft.set(conditions::APPLY_JOB_SUCCEEDED, &v);
+    }
+}
+
+/// Reads the object and its Cluster live: is either paused now?
+async fn paused_now<K: Workload>(ctx: &Context, obj: &K, cluster: &str) -> Result<bool, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let live = api.get(&obj.name_any()).await?;
+    if live.annotations().contains_key(annotations::PAUSED) {
+        return Ok(true);
+    }
+    let clusters: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &crate::capi::cluster_resource());
+    Ok(clusters
+        .get_opt(cluster)
+        .await?
+        .and_then(|c| crate::capi::Cluster::from_dynamic(&c).ok())
+        .is_some_and(|c| c.paused()))
+}
+
+#[cfg(test)]
+#[path = "job_start_tests.rs"]
+mod tests;
