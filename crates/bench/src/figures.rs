@@ -125,7 +125,7 @@ pub struct Converged {
 
 impl Converged {
     pub fn per_pool_minute(&self) -> f64 {
-        self.requests / self.pools as f64 / (self.window.as_secs_f64() / 60.0)
+        (self.requests / self.pools as f64 / (self.window.as_secs_f64() / 60.0)).max(0.0)
     }
 
     pub fn minimum_per_pool_minute(&self) -> f64 {

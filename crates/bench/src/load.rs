@@ -22,15 +22,13 @@ const OP: &str = "captf.infrastructure.cluster.x-k8s.io/op";
 /// Which namespace and cluster each pool lives in.
 #[derive(Debug, Clone)]
 pub struct Layout {
-    pub pools: usize,
     pub clusters: usize,
     pub namespaces: usize,
 }
 
 impl Layout {
-    pub fn new(pools: usize, clusters: usize, namespaces: usize) -> Self {
+    pub fn new(clusters: usize, namespaces: usize) -> Self {
         Layout {
-            pools,
             clusters: clusters.max(1),
             namespaces: namespaces.clamp(1, clusters.max(1)),
         }
@@ -98,13 +96,8 @@ async fn create_secret(
         .map_err(|e| format!("creating Secret {ns}/{name}: {e}"))
 }
 
-/// Namespaces, then each cluster (credentials, Cluster, TerraformCluster),
-/// then each pool (bootstrap data, MachinePool of 2, TerraformMachinePool).
-pub async fn create(
-    client: &kube::Client,
-    layout: &Layout,
-    refresh: Duration,
-) -> Result<(), String> {
+/// Namespaces, then each cluster (credentials, Cluster, TerraformCluster).
+pub async fn create_clusters(client: &kube::Client, layout: &Layout) -> Result<(), String> {
     for n in 0..layout.namespaces {
         let ns: Namespace =
             serde_json::from_value(json!({"metadata": {"name": format!("bench-{n}")}}))
@@ -134,7 +127,17 @@ pub async fn create(
         }))
         .await?;
     }
-    for p in 0..layout.pools {
+    Ok(())
+}
+
+/// Pools `from..to` (bootstrap data, MachinePool of 2, TerraformMachinePool).
+pub async fn create_pools(
+    client: &kube::Client,
+    layout: &Layout,
+    pools: std::ops::Range<usize>,
+    refresh: Duration,
+) -> Result<(), String> {
+    for p in pools {
         create_pool(client, layout, p, refresh).await?;
     }
     Ok(())
@@ -198,11 +201,12 @@ fn ready(o: &DynamicObject) -> bool {
         })
 }
 
-/// Waits until every TerraformCluster and TerraformMachinePool is Ready,
-/// calling `sample` every two seconds (for the memory peak).
-pub async fn wait_all_ready(
+/// Waits until every TerraformCluster and `wanted` pools are
+/// Ready, calling `sample` every two seconds (for the memory peak).
+pub async fn wait_ready_pools(
     client: &kube::Client,
     layout: &Layout,
+    wanted: usize,
     timeout: Duration,
     mut sample: impl FnMut(),
 ) -> Result<(), String> {
@@ -228,13 +232,12 @@ pub async fn wait_all_ready(
             .map_err(|e| e.to_string())?
             .items;
         let ready_pools = p.iter().filter(|o| ready(o)).count();
-        if ready_pools == layout.pools && c.iter().filter(|o| ready(o)).count() == layout.clusters {
+        if ready_pools >= wanted && c.iter().filter(|o| ready(o)).count() == layout.clusters {
             return Ok(());
         }
         if Instant::now() > deadline {
             return Err(format!(
-                "{ready_pools} of {} pools Ready after {}s",
-                layout.pools,
+                "{ready_pools} of {wanted} pools Ready after {}s",
                 timeout.as_secs()
             ));
         }
@@ -291,12 +294,13 @@ impl JobLog {
     }
 }
 
-/// Scales `changes` MachinePools from 2 to 3, one every 200 ms, and times
+/// Scales `changes` MachinePools from 2 to 3, one every `every`, and times
 /// each from the patch to its apply Job's creation.
 pub async fn time_spec_changes(
     client: &kube::Client,
     layout: &Layout,
     changes: usize,
+    every: Duration,
     log: &JobLog,
 ) -> Result<Vec<Duration>, String> {
     let mut sent = Vec::new();
@@ -312,7 +316,7 @@ pub async fn time_spec_changes(
         .await
         .map_err(|e| format!("scaling {}: {e}", pool_name(p)))?;
         sent.push((pool_name(p), at));
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(every).await;
     }
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {

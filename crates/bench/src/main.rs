@@ -49,6 +49,15 @@ pub struct Args {
     /// Spec changes timed to their Job's creation [default: min(pools, 100)].
     #[arg(long)]
     changes: Option<usize>,
+    /// Time between two timed spec changes (spaced so the latency of one
+    /// change is measured, not the queue of a burst).
+    #[arg(long, default_value = "2s", value_parser = bins::parse_duration)]
+    change_every: Duration,
+    /// Pools created at a time: the next wave comes once these are Ready
+    /// (without Job slots, a thousand Jobs at once would each run OpenTofu
+    /// at the same time on this machine).
+    #[arg(long, default_value_t = 50)]
+    wave: usize,
     /// How long everything has to become Ready.
     #[arg(long, default_value = "60m", value_parser = bins::parse_duration)]
     timeout: Duration,
@@ -237,18 +246,23 @@ async fn measure(
     pid: u32,
     start: Instant,
 ) -> Result<(), String> {
-    let layout = load::Layout::new(args.pools, args.clusters(), args.namespaces());
+    let layout = load::Layout::new(args.clusters(), args.namespaces());
     let jobs_seen = load::JobLog::watch(client.clone());
     let (rss_idle, _) = memory(pid);
     let before = scrape(client, diagnostics).await?;
     let created = Instant::now();
-    load::create(client, &layout, args.refresh_interval).await?;
-    say(start, "created; waiting for every pool to be Ready");
+    load::create_clusters(client, &layout).await?;
     let mut peak = 0.0f64;
-    load::wait_all_ready(client, &layout, args.timeout, || {
-        peak = peak.max(memory(pid).1);
-    })
-    .await?;
+    let wave = args.wave.max(1);
+    for from in (0..args.pools).step_by(wave) {
+        let to = (from + wave).min(args.pools);
+        load::create_pools(client, &layout, from..to, args.refresh_interval).await?;
+        load::wait_ready_pools(client, &layout, to, args.timeout, || {
+            peak = peak.max(memory(pid).1);
+        })
+        .await?;
+        say(start, &format!("{to} pools Ready"));
+    }
     let to_ready = created.elapsed();
     let at_ready = scrape(client, diagnostics).await?;
     say(
@@ -272,7 +286,14 @@ async fn measure(
     };
 
     say(start, &format!("timing {} spec changes", args.changes()));
-    let latencies = load::time_spec_changes(client, &layout, args.changes(), &jobs_seen).await?;
+    let latencies = load::time_spec_changes(
+        client,
+        &layout,
+        args.changes(),
+        args.change_every,
+        &jobs_seen,
+    )
+    .await?;
     let after = scrape(client, diagnostics).await?;
     let (_, hwm_end) = memory(pid);
 
@@ -330,13 +351,15 @@ fn report(r: &Report<'_>) {
     );
     println!();
     println!(
-        "refresh interval {}s, drift interval {}s, measured window {}s, client {} qps / {} burst, pool concurrency {}",
+        "refresh interval {}s, drift interval {}s, measured window {}s, client {} qps / {} burst, pool concurrency {}, created in waves of {}, a timed spec change every {} ms",
         a.refresh_interval.as_secs(),
         a.drift_interval.as_secs(),
         a.measure.as_secs(),
         a.kube_api_qps,
         a.kube_api_burst,
-        a.concurrency
+        a.concurrency,
+        a.wave,
+        a.change_every.as_millis()
     );
     println!();
     println!("| figure | value |");

@@ -264,6 +264,18 @@ pub async fn run_clusters(
         |i: &TerraformClusterIdentity| routing::own_object(&i.metadata),
         tally(&ctx, CLUSTERS, "identities"),
     );
+    // A deleted pool may unblock its cluster's deletion.
+    let pools_gone = watches::filtered(
+        watcher::watcher(
+            api::<PartialObjectMeta<TerraformMachinePool>>(&ctx),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+        ChangeFilter::new(routing::deleted_only),
+        |_| 0,
+        tally(&ctx, CLUSTERS, "terraformmachinepools"),
+    );
+    let by_cluster = store.clone();
     let identity_ctx = ctx.clone();
     let metrics = ctx.metrics.clone();
     Controller::for_stream(own, store.clone())
@@ -286,6 +298,18 @@ pub async fn run_clusters(
             |c| infrastructure_ref::<TerraformCluster>(&c, kinds::TERRAFORM_CLUSTER),
             cluster_ar.clone(),
         )
+        .watches_stream(pools_gone, move |pool| {
+            let Some(cluster) = pool.labels().get(labels::CLUSTER_NAME).cloned() else {
+                return Vec::new();
+            };
+            let ns = pool.namespace();
+            by_cluster
+                .state()
+                .into_iter()
+                .filter(|tc| tc.namespace() == ns && routing::names_cluster(&tc.metadata, &cluster))
+                .map(|tc| ObjectRef::from_obj(&*tc))
+                .collect::<Vec<_>>()
+        })
         .watches_stream(identities, move |identity| {
             // Every cluster using the identity checks it again.
             let name = identity.name_any();

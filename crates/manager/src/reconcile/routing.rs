@@ -110,6 +110,28 @@ pub fn job_event_wakes(before: Option<Fingerprint>, after: Option<Fingerprint>) 
     }
 }
 
+/// Wakes only when a seen object is deleted (a dependent's deletion that
+/// unblocks its owner's).
+pub fn deleted_only(before: Option<Fingerprint>, after: Option<Fingerprint>) -> bool {
+    before.is_some() && after.is_none()
+}
+
+/// Whether an object belongs to the Cluster API cluster `cluster`: by its
+/// cluster-name label or by a `Cluster` owner of that name.
+pub fn names_cluster(meta: &ObjectMeta, cluster: &str) -> bool {
+    let labeled = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(captf_api::names::labels::CLUSTER_NAME))
+        .is_some_and(|c| c == cluster);
+    labeled
+        || meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.kind == "Cluster" && r.name == cluster)
+}
+
 /// Remembers each watched object's last fingerprint and decides, event by
 /// event, whether its dependents wake.
 #[derive(Debug)]
@@ -412,6 +434,20 @@ mod tests {
         for (what, before, after, want) in cases {
             assert_eq!(job_event_wakes(before, after), want, "{what}");
         }
+    }
+
+    #[test]
+    fn deletions_only_and_cluster_membership() {
+        assert!(!deleted_only(None, Some(0)), "created");
+        assert!(!deleted_only(Some(0), Some(0)), "changed");
+        assert!(deleted_only(Some(0), None), "deleted");
+        let labeled = meta(json!({"labels": {labels::CLUSTER_NAME: "prod"}}));
+        let owned = meta(
+            json!({"ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2",
+            "kind": "Cluster", "name": "prod", "uid": "u"}]}),
+        );
+        assert!(names_cluster(&labeled, "prod") && names_cluster(&owned, "prod"));
+        assert!(!names_cluster(&labeled, "dev") && !names_cluster(&meta(json!({})), "prod"));
     }
 
     #[test]
