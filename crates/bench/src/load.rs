@@ -9,13 +9,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const FIELD_MANAGER: &str = "captf-bench";
 const OWNER_NAME: &str = "captf.infrastructure.cluster.x-k8s.io/owner-name";
 const OP: &str = "captf.infrastructure.cluster.x-k8s.io/op";
 
@@ -329,24 +327,6 @@ pub async fn time_spec_changes(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// The ClusterRole the manager binds to each namespace's runner account.
-pub async fn install_runner_role(client: &kube::Client) -> Result<(), String> {
-    Api::<ClusterRole>::all(client.clone())
-        .patch(
-            captf_manager::rbac::RUNNER,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(captf_manager::rbac::runner_cluster_role()),
-        )
-        .await
-        .map(drop)
-        .map_err(|e| format!("installing the runner ClusterRole: {e}"))
-}
-
-pub fn free_loopback_addr() -> Result<String, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.to_string())
 }
 
 /// A plain HTTP GET of `path` at `addr`: the body of a 200 answer.

@@ -179,9 +179,9 @@ async fn run(args: &Args) -> Result<(), String> {
             env.executor().insert(name, image.clone());
         }
     }
-    load::install_runner_role(&client).await?;
-    let health = load::free_loopback_addr()?;
-    let diagnostics = load::free_loopback_addr()?;
+    captf_demo::kube_io::install_runner_role(&client, "captf-bench").await?;
+    let health = bins::free_loopback_addr()?;
+    let diagnostics = bins::free_loopback_addr()?;
     let kubeconfig = env
         .kubeconfig()
         .ok_or("the control plane has no kubeconfig")?;

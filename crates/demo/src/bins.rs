@@ -33,6 +33,16 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
+/// A free loopback address (`127.0.0.1:<port>`) for a server to listen on.
+pub fn free_loopback_addr() -> Result<String, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("finding a free port: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("finding a free port: {e}"))?;
+    Ok(addr.to_string())
+}
+
 /// A duration written as `90`, `90s`, `10m` or `1h`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();

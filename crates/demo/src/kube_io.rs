@@ -121,3 +121,23 @@ pub async fn table(client: &kube::Client, kind: &Kind, namespace: &str) -> Resul
         .await
         .map_err(|e| format!("GET {path} as a Table: {e}"))
 }
+
+/// Installs the ClusterRole the manager binds to each namespace's runner
+/// account, as `field_manager`.
+pub async fn install_runner_role(client: &kube::Client, field_manager: &str) -> Result<(), String> {
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    roles
+        .patch(
+            captf_manager::rbac::RUNNER,
+            &PatchParams::apply(field_manager).force(),
+            &Patch::Apply(captf_manager::rbac::runner_cluster_role()),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "installing ClusterRole {}: {e}",
+                captf_manager::rbac::RUNNER
+            )
+        })
+}

@@ -5,7 +5,6 @@
 //! Exits 0 only when every TerraformCluster and TerraformMachinePool is
 //! Ready. With `--keep`, everything stays up for exploring until Ctrl-C.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -15,8 +14,6 @@ use captf_demo::{bins, capi, examples, images, kube_io, table};
 use captf_testenv::TestEnv;
 use captf_testenv::process::Process;
 use clap::Parser;
-use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -259,13 +256,13 @@ async fn demo(
         ),
     );
 
-    install_runner_role(&client).await?;
+    kube_io::install_runner_role(&client, FIELD_MANAGER).await?;
     say(
         start,
         &format!("installed ClusterRole {}", captf_manager::rbac::RUNNER),
     );
 
-    let health = free_loopback_addr()?;
+    let health = bins::free_loopback_addr()?;
     let manager = start_manager(&bin_dir, &kubeconfig, &health, &work_dir)?;
     let log = manager.log.clone();
     running.as_mut().expect("set above").manager = Some(manager);
@@ -290,25 +287,6 @@ async fn demo(
         print_tables(&client, &namespace, &targets).await?;
     }
     converged
-}
-
-/// The ClusterRole the manager binds to each namespace's runner account.
-async fn install_runner_role(client: &kube::Client) -> Result<(), String> {
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    roles
-        .patch(
-            captf_manager::rbac::RUNNER,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(captf_manager::rbac::runner_cluster_role()),
-        )
-        .await
-        .map(drop)
-        .map_err(|e| {
-            format!(
-                "installing ClusterRole {}: {e}",
-                captf_manager::rbac::RUNNER
-            )
-        })
 }
 
 /// Starts the manager binary against the local control plane, its output
@@ -365,15 +343,6 @@ async fn apply_examples(
         );
     }
     Ok(())
-}
-
-fn free_loopback_addr() -> Result<String, String> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| format!("finding a free port: {e}"))?;
-    Ok(addr.to_string())
 }
 
 fn check_manager(running: &mut Option<Running>) -> Result<(), Stop> {

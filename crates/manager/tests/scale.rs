@@ -136,8 +136,44 @@ async fn converge(ns: &TestNamespace, manager: &Manager, quiet: Duration) {
     .await;
 }
 
-fn pool_key(ns: &TestNamespace, name: &str) -> String {
-    format!("TerraformMachinePool/{}/{name}", ns.name())
+/// Annotates the state Secret of `name` from outside the manager, waits
+/// for the pass it wakes and three seconds more: the objects reconciled
+/// meanwhile (with their pass counts) and the requests the manager sent.
+async fn touch_state(
+    ns: &TestNamespace,
+    manager: &Manager,
+    requests: &Requests,
+    kind: WorkloadKind,
+    name: &str,
+) -> (BTreeMap<String, u64>, Vec<Sent>) {
+    let before = manager.passes.snapshot();
+    let mark = requests.mark();
+    let suffix = state_suffix(kind, ns.name(), name);
+    ns.api::<Secret>()
+        .patch(
+            &format!("tfstate-default-{suffix}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"example.com/touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let key = format!("{}/{}/{name}", kind.kind(), ns.name());
+    eventually(&format!("{key} to look again"), 30, || async {
+        (manager.passes.snapshot().get(&key) > before.get(&key)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let woken = manager
+        .passes
+        .snapshot()
+        .into_iter()
+        .filter(|(k, n)| before.get(k) != Some(n))
+        .map(|(k, n)| {
+            let was = before.get(&k).copied().unwrap_or(0);
+            (k, n - was)
+        })
+        .collect();
+    (woken, requests.since(mark))
 }
 
 fn count(sent: &[Sent], method: &str, resource: &str) -> usize {
@@ -190,48 +226,31 @@ async fn one_event_wakes_one_pool_and_a_converged_minute_costs_what_its_jobs_nee
     converge(&ns, &manager, Duration::from_secs(5)).await;
 
     // A write to one pool's state Secret wakes that pool, and only it; its
-    // pass finds nothing due and writes nothing.
-    let before = manager.passes.snapshot();
-    let mark = requests.mark();
-    let suffix = state_suffix(WorkloadKind::MachinePool, ns.name(), "pool-3");
-    ns.api::<Secret>()
-        .patch(
-            &format!("tfstate-default-{suffix}"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"example.com/touched": "1"}}})),
-        )
-        .await
-        .unwrap();
-    let key = pool_key(&ns, "pool-3");
-    eventually("pool-3 to look again", 30, || async {
-        (manager.passes.snapshot().get(&key) > before.get(&key)).then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = manager.passes.snapshot();
-    let woken: BTreeMap<&String, u64> = after
-        .iter()
-        .filter(|(k, n)| before.get(*k) != Some(n))
-        .map(|(k, n)| (k, n - before.get(k).copied().unwrap_or(0)))
-        .collect();
-    assert_eq!(
-        woken.keys().collect::<Vec<_>>(),
-        vec![&&key],
-        "only pool-3 was reconciled: {woken:?}"
-    );
-    let sent = requests.since(mark);
-    let writes: Vec<&Sent> = sent.iter().filter(|s| s.is_write()).collect();
-    assert!(
-        writes.is_empty(),
-        "a converged pass writes nothing; it sent:\n{}",
-        tally(&sent)
-    );
-    eprintln!(
-        "converged pass of pool-3 ({} passes): {} reads\n{}",
-        woken[&key],
-        sent.len(),
-        tally(&sent)
-    );
+    // pass finds nothing due and writes nothing. The same for the
+    // TerraformCluster.
+    for (kind, name) in [
+        (WorkloadKind::MachinePool, "pool-3"),
+        (WorkloadKind::Cluster, "prod"),
+    ] {
+        let (woken, sent) = touch_state(&ns, &manager, &requests, kind, name).await;
+        let key = format!("{}/{}/{name}", kind.kind(), ns.name());
+        assert_eq!(
+            woken.keys().collect::<Vec<_>>(),
+            vec![&key],
+            "only {key} was reconciled: {woken:?}"
+        );
+        assert!(
+            !sent.iter().any(Sent::is_write),
+            "a converged pass of {key} writes nothing; it sent:\n{}",
+            tally(&sent)
+        );
+        eprintln!(
+            "converged pass of {key} ({} passes): {} reads\n{}",
+            woken[&key],
+            sent.len(),
+            tally(&sent)
+        );
+    }
 
     // Refreshes every minute: a converged minute costs what the refresh
     // Jobs need. (Changing the interval wakes each pool once.)

@@ -60,7 +60,7 @@ pub enum BookkeepingEffect {
 /// status patch.
 #[derive(Debug)]
 pub struct BookkeepingPlan {
-    pub booked: Booked,
+    pub booked: Bookkept,
     pub effects: Vec<BookkeepingEffect>,
 }
 
@@ -139,7 +139,7 @@ impl PendingEvent {
 
 /// What bookkeeping learned in this pass.
 #[derive(Debug, Default)]
-pub struct Booked {
+pub struct Bookkept {
     pub marks: Vec<Mark>,
     /// Finished Jobs read for the first time, oldest first.
     pub newly: Vec<ObservedJob>,
@@ -441,7 +441,7 @@ pub fn plan_bookkeeping(
         effects.push(BookkeepingEffect::DeleteJob { name });
     }
     BookkeepingPlan {
-        booked: Booked {
+        booked: Bookkept {
             marks,
             newly,
             active: history::active(&records).cloned(),
@@ -511,7 +511,7 @@ pub async fn bookkeep<K: Workload>(
     loaded: &Loaded,
     draft: &mut Draft,
     policy: &BookkeepingPolicy,
-) -> Result<Booked, Error> {
+) -> Result<Bookkept, Error> {
     let plan = plan_bookkeeping(loaded, draft, policy);
     execute_bookkeeping(ctx, obj, &plan.effects).await?;
     Ok(plan.booked)

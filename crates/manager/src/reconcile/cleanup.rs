@@ -66,7 +66,7 @@ pub async fn forget_runs<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Erro
     let name = obj.name_any();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     delete_secret(&secrets, &plan_key_name(K::KIND, &name)).await?;
-    super::credentials::release(ctx, obj).await?;
+    super::credentials::forget_object(ctx, obj).await?;
     ctx.dependents.forget(&super::routing::Dependent {
         kind: K::KIND.kind(),
         namespace: ns.clone(),
@@ -123,6 +123,8 @@ async fn try_sweep(ctx: &Context, ns: &str, leaving: &str) -> Result<(), Error> 
     if remaining > 0 {
         return Ok(());
     }
+    // The runner RBAC goes: the next object here must apply it again.
+    ctx.rbac_ensured.forget(ns);
     let managed = ListParams::default().labels(&format!("{}=true", labels::MANAGED));
     let dp = DeleteParams::default();
     let sas: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), ns);
@@ -137,5 +139,7 @@ async fn try_sweep(ctx: &Context, ns: &str, leaving: &str) -> Result<(), Error> 
     for l in leases.list(&managed).await?.items {
         let _ = leases.delete(&l.name_any(), &dp).await;
     }
+    // Also after: a pass that applied it meanwhile saw it deleted.
+    ctx.rbac_ensured.forget(ns);
     Ok(())
 }

@@ -16,7 +16,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::common::{self, Shared};
+use super::common::{self, PassSettings};
+use super::ending;
+use super::next_op;
 use super::pass;
 use super::plans;
 use super::routing::{self, Dependency, Dependent};
@@ -90,7 +92,7 @@ fn applied_endpoint_input_null(record: Option<&InputsRecord>) -> bool {
 /// else an empty plan the newest plan Job of these inputs found (applied
 /// without approval), else none (a plan Job is due).
 fn manual_plan(
-    pass: &common::Pass,
+    pass: &common::OpenPass,
     plans_list: &[TerraformPlan],
     current_hash: &str,
 ) -> Option<ManualPlan> {
@@ -168,7 +170,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
     let drift_interval = eff
         .drift_interval_seconds
         .map(|s| Duration::from_secs(s as u64));
-    let shared = Shared {
+    let shared = PassSettings {
         owner,
         paused,
         cluster_name: cluster_name.clone(),
@@ -182,8 +184,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         retain: eff.deletion_policy == DeletionPolicy::Retain,
     };
     let mut pass = match common::open(ctx, obj, &shared, now).await? {
-        common::Opened::Done(action) => return Ok(action),
-        common::Opened::Pass(p) => p,
+        common::Opening::Done(action) => return Ok(action),
+        common::Opening::Continue(p) => p,
     };
 
     let mut plans_list = plans::list(ctx, obj).await?;
@@ -264,7 +266,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
     }
 
     if pass.active.is_some() {
-        return common::close_active(ctx, obj, &mut pass, now).await;
+        return ending::close_active(ctx, obj, &mut pass, now).await;
     }
 
     // State and outputs.
@@ -282,7 +284,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
             _ => unreachable!("cluster outputs decode as cluster outputs"),
         };
         let valid = common::outputs_valid(&decoded.verdict);
-        common::count_outputs_invalid(ctx, obj, &valid);
+        ending::count_outputs_invalid(ctx, obj, &valid);
         pass.draft.set(conditions::OUTPUTS_VALID, &valid);
         let outputs = decoded
             .outputs
@@ -454,7 +456,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
                     message: format!("waiting for {} to be deleted", deps.join(", ")),
                 },
             );
-            return common::close(ctx, obj, &mut pass, Some(DEPENDENTS_REQUEUE)).await;
+            return ending::close(ctx, obj, &mut pass, Some(DEPENDENTS_REQUEUE)).await;
         }
         pass.draft.set(
             conditions::DELETION_BLOCKED,
@@ -466,8 +468,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         );
     }
 
-    common::settle_adopted_state(&mut pass, &read, current.as_ref());
-    let decision = common::decide(
+    next_op::settle_adopted_state(&mut pass, &read, current.as_ref());
+    let decision = next_op::decide_op(
         obj,
         &pass,
         &read,
@@ -478,15 +480,14 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         now,
     );
     tracing::info!(namespace = %ns, name = %obj.name_any(), reason = %decision.reason_label(), op = decision.op_label(), "decided");
-    common::count_decision(ctx, obj, &decision);
+    ending::count_decision(ctx, obj, &decision);
     match decision.action.clone() {
         Decided::Start {
             op,
             approval,
             remediation,
         } => {
-            let Some(req) = common::start_request(
-                ctx,
+            let Some(req) = next_op::start_request(
                 obj,
                 &pass,
                 &read,
@@ -495,10 +496,8 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
                 current.as_ref(),
                 applied.as_ref(),
                 attempt.as_ref(),
-            )
-            .await?
-            else {
-                return common::close(ctx, obj, &mut pass, decision.requeue).await;
+            ) else {
+                return ending::close(ctx, obj, &mut pass, decision.requeue).await;
             };
             let mut req = req;
             if op == Op::Plan {
@@ -524,10 +523,10 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
                 });
                 req.plan_key_secret = Some(pass::ensure_plan_key(ctx, obj).await?);
             }
-            common::start(ctx, obj, &mut pass, req, &decision, now).await
+            ending::start_job(ctx, obj, &mut pass, req, &decision, now).await
         }
-        Decided::DropFinalizer => common::release(ctx, obj, &mut pass).await,
-        Decided::Retain => common::retain_and_release(ctx, obj, &mut pass).await,
+        Decided::DropFinalizer => ending::release_after_destroy(ctx, obj, &mut pass).await,
+        Decided::Retain => ending::retain_and_release(ctx, obj, &mut pass).await,
         Decided::Wait => {
             if decision.reason == crate::engine::decide::Reason::PlanAwaitingApproval {
                 let plan = live.clone().unwrap_or_default();
@@ -549,7 +548,7 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
                     ),
                 });
             }
-            common::close(ctx, obj, &mut pass, decision.requeue).await
+            ending::close(ctx, obj, &mut pass, decision.requeue).await
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The pass skeleton every Job-running kind follows: the preamble with its
-//! early exits, credentials and RBAC, bookkeeping, the decision input, the
-//! start request per op, Ready, and the closing status patch.
+//! early exits, credentials and RBAC, bookkeeping, Ready, the Job start
+//! and the closing status patch. What runs next is `next_op.rs`.
 
 use std::time::{Duration, SystemTime};
 
@@ -11,28 +11,25 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 
-use super::bookkeeping::{Booked, BookkeepingPolicy, bookkeep};
-use super::job_start::{StartConfig, StartOutcome, StartRequest, execute_start, plan_start};
+use super::bookkeeping::{BookkeepingPolicy, Bookkept, bookkeep};
 use super::pass::{self, Loaded};
-use super::status::{Draft, system_time};
+use super::status::Draft;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::{OwnerDecision, dependencies_ready};
-use crate::engine::decide::{
-    self, ACTIVE_JOB_REQUEUE, Action as Decided, ApplyGate, DecideInput, Decision, DriftView,
-    Membership, Op, Reason, RefreshView, StateView,
-};
-use crate::engine::history::{self, JobRecord, Outcome};
+use crate::engine::decide::{Membership, Op};
+use crate::engine::history::JobRecord;
 use crate::engine::job_conditions::ConditionValue;
 use crate::engine::preamble::{Preamble, PreambleInput, preamble};
 use crate::engine::ready::{SummaryInput, summarize};
 use crate::io::records::{ensure_runner_rbac, read_record};
-use crate::records::{InputsRecord, RecordMeta, applied_record_name, attempt_record_name};
+use crate::records::{InputsRecord, applied_record_name, attempt_record_name};
 use crate::state::reader::{StateError, StateSummary};
 
-/// What a kind resolved before the shared flow.
+/// The settings a kind resolved for this pass before the shared stages
+/// (owner, pause, Job policy, drift, identity, membership, retention).
 #[derive(Debug, Clone)]
-pub struct Shared {
+pub struct PassSettings {
     pub owner: OwnerDecision,
     pub paused: bool,
     pub cluster_name: String,
@@ -56,13 +53,14 @@ pub struct Rendered {
     pub image: String,
 }
 
-/// A pass past the preamble.
-pub struct Pass {
+/// A pass past the preamble: its status draft, the object's Jobs and what
+/// bookkeeping made of them, and what the opening stages learned.
+pub struct OpenPass {
     pub draft: Draft,
     pub loaded: Loaded,
-    pub booked: Booked,
+    pub booked: Bookkept,
     pub active: Option<JobRecord>,
-    pub shared: Shared,
+    pub shared: PassSettings,
     pub credentials_secret: Option<String>,
     /// The state as read at the opening of a deleting object's pass.
     early_state: Option<Result<StateSummary, StateError>>,
@@ -72,18 +70,25 @@ pub struct Pass {
     pool: bool,
 }
 
-impl Pass {
+impl OpenPass {
     pub fn deleting(&self) -> bool {
         self.deleting
     }
+
+    /// A pool (its `Ready` counts `ApplyJobSucceeded` after provisioning).
+    pub fn pool(&self) -> bool {
+        self.pool
+    }
 }
 
-pub enum Opened {
+/// How the opening stages ended: the pass is done (an early exit of the
+/// preamble), or it continues with what they read and decided.
+pub enum Opening {
     Done(Action),
-    Pass(Box<Pass>),
+    Continue(Box<OpenPass>),
 }
 
-fn policy(shared: &Shared) -> BookkeepingPolicy {
+fn policy(shared: &PassSettings) -> BookkeepingPolicy {
     BookkeepingPolicy {
         history_limits: (
             shared.jobs.successful_jobs_history_limit.max(0) as u32,
@@ -134,7 +139,7 @@ pub struct Stored {
 pub async fn read_stored<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut Pass,
+    p: &mut OpenPass,
 ) -> Result<Stored, Error> {
     let read = match p.early_state.take() {
         Some(read) => read,
@@ -237,7 +242,7 @@ pub fn outputs_valid(v: &captf_contract::outputs::OutputsVerdict) -> ConditionVa
 /// `InfrastructureHealthy` from the module's health once state was read;
 /// true when health reads `pending`.
 pub fn record_health(
-    p: &mut Pass,
+    p: &mut OpenPass,
     provisioned: bool,
     health: Option<&captf_contract::health::Health>,
 ) -> bool {
@@ -255,7 +260,7 @@ pub fn record_health(
 
 /// `InfrastructureHealthy` before any state was read: waiting for the first
 /// apply, or provisioning once one ran.
-pub fn not_yet_healthy(p: &Pass) -> ConditionValue {
+pub fn not_yet_healthy(p: &OpenPass) -> ConditionValue {
     let phase = if p.loaded.observed.iter().any(|o| o.record.op == Op::Apply) {
         crate::adapters::Provisioning::InProgress
     } else {
@@ -304,9 +309,9 @@ fn paused_condition(paused: bool) -> ConditionValue {
 pub async fn open<K: Workload>(
     ctx: &Context,
     obj: &K,
-    shared: &Shared,
+    shared: &PassSettings,
     now: SystemTime,
-) -> Result<Opened, Error> {
+) -> Result<Opening, Error> {
     let deleting = obj.meta().deletion_timestamp.is_some();
     let generation = obj.meta().generation.unwrap_or(0);
     let mut draft = Draft::new(obj.conditions(), generation, now);
@@ -335,7 +340,7 @@ pub async fn open<K: Workload>(
     });
     let pool = K::KIND == crate::names::WorkloadKind::MachinePool;
     match pre {
-        Preamble::Skip => return Ok(Opened::Done(Action::await_change())),
+        Preamble::Skip => return Ok(Opening::Done(Action::await_change())),
         Preamble::ReleaseExternallyManaged => {
             pass::remove_finalizer(ctx, obj).await?;
             pass::event(
@@ -347,16 +352,16 @@ pub async fn open<K: Workload>(
                 "externally managed: finalizer removed, nothing destroyed".into(),
             )
             .await;
-            return Ok(Opened::Done(Action::await_change()));
+            return Ok(Opening::Done(Action::await_change()));
         }
         Preamble::AddFinalizer => {
             pass::add_finalizer(ctx, obj).await?;
-            return Ok(Opened::Done(Action::requeue(Duration::from_millis(100))));
+            return Ok(Opening::Done(Action::requeue(Duration::from_millis(100))));
         }
         Preamble::DropFinalizer => {
             super::cleanup::cleanup(ctx, obj).await?;
             pass::remove_finalizer(ctx, obj).await?;
-            return Ok(Opened::Done(Action::await_change()));
+            return Ok(Opening::Done(Action::await_change()));
         }
         Preamble::WaitForOwner | Preamble::OwnerGated(_) => {
             if let Some(c) = &shared.owner.condition {
@@ -365,7 +370,7 @@ pub async fn open<K: Workload>(
             draft.set(conditions::DELETING, &deleting_condition(deleting, false));
             set_ready(&mut draft, obj.provisioned(), pool);
             pass::finish(ctx, obj, &draft, &[]).await?;
-            return Ok(Opened::Done(Action::requeue(Duration::from_secs(30))));
+            return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
         }
         Preamble::Paused | Preamble::Proceed => {}
     }
@@ -377,7 +382,7 @@ pub async fn open<K: Workload>(
         && before_first_job
         && let Some(done) = retained_elsewhere(ctx, obj, &mut draft, deleting, pool).await?
     {
-        return Ok(Opened::Done(done));
+        return Ok(Opening::Done(done));
     }
     draft.set(conditions::PAUSED, &paused_condition(paused));
     draft.set(conditions::DELETING, &deleting_condition(deleting, paused));
@@ -395,7 +400,7 @@ pub async fn open<K: Workload>(
                 let booked = bookkeep(ctx, obj, &loaded, &mut draft, &policy(shared)).await?;
                 set_ready(&mut draft, obj.provisioned(), pool);
                 pass::finish(ctx, obj, &draft, &booked.marks).await?;
-                return Ok(Opened::Done(Action::requeue(Duration::from_secs(15))));
+                return Ok(Opening::Done(Action::requeue(Duration::from_secs(15))));
             }
         }
         let ns = obj.namespace().unwrap_or_default();
@@ -419,7 +424,7 @@ pub async fn open<K: Workload>(
         // Bookkeeping adopted the state of an apply: read it again.
         early_state = None;
     }
-    let mut p = Pass {
+    let mut p = OpenPass {
         draft,
         loaded,
         booked,
@@ -438,13 +443,13 @@ pub async fn open<K: Workload>(
     }
     if paused {
         let action = if p.active.is_some() {
-            close_active(ctx, obj, &mut p, now).await?
+            super::ending::close_active(ctx, obj, &mut p, now).await?
         } else {
-            close(ctx, obj, &mut p, Some(ctx.config.sync_period)).await?
+            super::ending::close(ctx, obj, &mut p, Some(ctx.config.sync_period)).await?
         };
-        return Ok(Opened::Done(action));
+        return Ok(Opening::Done(action));
     }
-    Ok(Opened::Pass(Box::new(p)))
+    Ok(Opening::Continue(Box::new(p)))
 }
 
 /// Secrets retained by an earlier object of this name: adopted when the
@@ -569,511 +574,4 @@ pub fn set_ready(draft: &mut Draft, provisioned: bool, pool: bool) {
             message: s.message,
         },
     );
-}
-
-fn provisioned_in(draft: &Draft, obj_provisioned: bool) -> bool {
-    draft
-        .field_value("initialization")
-        .and_then(|v| v.get("provisioned"))
-        .and_then(Value::as_bool)
-        .unwrap_or(obj_provisioned)
-}
-
-/// Ends a pass that starts nothing: Ready, the patch, the marks.
-pub async fn close<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    p: &mut Pass,
-    requeue: Option<Duration>,
-) -> Result<Action, Error> {
-    if p.active.is_none() {
-        // No Job runs: block-move goes.
-        pass::set_block_move(ctx, obj, &mut p.block_move, false).await?;
-    }
-    let provisioned = provisioned_in(&p.draft, obj.provisioned());
-    set_ready(&mut p.draft, provisioned, p.pool);
-    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
-    export_gauges(ctx, obj, p);
-    let after = requeue
-        .unwrap_or(ctx.config.sync_period)
-        .min(ctx.config.sync_period);
-    Ok(Action::requeue(after.max(Duration::from_millis(200))))
-}
-
-/// The per-object gauges from the conditions this pass wrote.
-fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &Pass) {
-    use crate::metrics::{ConditionValue as Tri, ObjectGauges};
-    let status = |t: &str| Tri::from_status(p.draft.get(t).map(|c| c.status.as_str()));
-    let mut successes = Vec::new();
-    if !p.deleting {
-        for op in [Op::Apply, Op::Refresh, Op::Drift] {
-            if let Some(t) = last_success(&p.loaded.records(), op) {
-                let secs = t
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_secs_f64())
-                    .unwrap_or(0.0);
-                successes.push((op.as_str().to_owned(), secs));
-            }
-        }
-    }
-    ctx.metrics.object(
-        K::KIND.kind(),
-        &obj.namespace().unwrap_or_default(),
-        &obj.name_any(),
-        &ObjectGauges {
-            ready: status(conditions::READY),
-            infrastructure_healthy: Some(status(conditions::INFRASTRUCTURE_HEALTHY)),
-            drift_detected: p.draft.is_true(conditions::DRIFT_DETECTED),
-            state_resources: None,
-            state_bytes: None,
-            inputs_bytes: None,
-            last_success: successes,
-        },
-    );
-}
-
-/// Counts a pass's decision (`captf_reconcile_op_decisions_total`).
-pub fn count_decision<K: Workload>(ctx: &Context, _obj: &K, d: &Decision) {
-    let op = match d.op_label() {
-        "none" => None,
-        op => Some(op),
-    };
-    ctx.metrics.decided(K::KIND.kind(), op, &d.reason_label());
-}
-
-/// Counts `OutputsValid` turning False (a transition, not every pass).
-pub fn count_outputs_invalid<K: Workload>(ctx: &Context, obj: &K, v: &ConditionValue) {
-    let before = obj.condition(conditions::OUTPUTS_VALID);
-    let again = before.is_some_and(|c| c.status == "False" && c.reason == v.reason);
-    if v.status == "False" && !again {
-        ctx.metrics.outputs_invalid(K::KIND.kind(), v.reason);
-    }
-}
-
-/// A Job runs: delete it if it can never start, else keep waiting.
-pub async fn close_active<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    p: &mut Pass,
-    now: SystemTime,
-) -> Result<Action, Error> {
-    let active = p.active.clone().expect("an active Job");
-    if pass::delete_if_stuck(ctx, obj, &active, now).await? {
-        p.draft.field("activeJob", Value::Null);
-        return close(ctx, obj, p, Some(Duration::from_secs(1))).await;
-    }
-    pass::set_block_move(ctx, obj, &mut p.block_move, true).await?;
-    p.draft.field(
-        "activeJob",
-        captf_api::common::ActiveJob {
-            name: active.name.clone(),
-            operation: active.op,
-            attempt: active.attempt as i32,
-            start_time: Some(super::status::time(active.created)),
-        },
-    );
-    close(ctx, obj, p, Some(ACTIVE_JOB_REQUEUE)).await
-}
-
-fn status_time<K: Workload>(obj: &K, draft: &Draft, key: &str) -> Option<SystemTime> {
-    if let Some(v) = draft.field_value(key) {
-        return serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>(
-            v.clone(),
-        )
-        .ok()
-        .map(|t| system_time(&t));
-    }
-    let s = obj.workspace_status()?;
-    let t = match key {
-        "lastDriftCheck" => s.last_drift_check.as_ref(),
-        "lastRefresh" => s.last_refresh.as_ref(),
-        _ => None,
-    };
-    t.map(system_time)
-}
-
-fn last_success(records: &[JobRecord], op: Op) -> Option<SystemTime> {
-    records
-        .iter()
-        .filter(|r| r.op == op && r.outcome == Outcome::Succeeded)
-        .filter_map(|r| r.finished)
-        .max()
-}
-
-/// `ApplyJobSucceeded` of an object that has no apply of its own yet but
-/// whose state (adopted after a Retain, or moved with it) was applied from
-/// exactly its current inputs: nothing is due, so say it is applied.
-pub fn settle_adopted_state(
-    p: &mut Pass,
-    read: &Result<StateSummary, StateError>,
-    current: Option<&Rendered>,
-) {
-    let no_apply_yet = p
-        .draft
-        .get(conditions::APPLY_JOB_SUCCEEDED)
-        .is_none_or(|c| c.reason == reasons::NO_APPLY_YET);
-    let no_jobs = !p
-        .loaded
-        .observed
-        .iter()
-        .any(|o| matches!(o.record.op, Op::Apply | Op::Plan | Op::Destroy));
-    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
-    if no_apply_yet && no_jobs && current.is_some_and(|c| Some(c.hash.as_str()) == state_hash) {
-        p.draft.set(
-            conditions::APPLY_JOB_SUCCEEDED,
-            &ConditionValue {
-                status: "True",
-                reason: reasons::APPLY_SUCCEEDED,
-                message: "the state was applied from the current inputs; no Job was needed".into(),
-            },
-        );
-    }
-}
-
-/// The decision of this pass, with the deletion end: a deleting object
-/// whose destroy succeeded (after its last apply) is released.
-#[allow(clippy::too_many_arguments)]
-pub fn decide<K: Workload>(
-    obj: &K,
-    p: &Pass,
-    read: &Result<StateSummary, StateError>,
-    current: Option<&Rendered>,
-    gate: ApplyGate,
-    health_pending: bool,
-    provisioned: bool,
-    now: SystemTime,
-) -> Decision {
-    let records = p.loaded.records();
-    let destroyed = last_success(&records, Op::Destroy);
-    if p.deleting && destroyed.is_some() && destroyed >= last_success(&records, Op::Apply) {
-        return Decision {
-            action: Decided::DropFinalizer,
-            reason: Reason::Deleting,
-            backoff: false,
-            requeue: None,
-        };
-    }
-    let ever_applied = provisioned || last_success(&records, Op::Apply).is_some();
-    let state = match read {
-        Ok(s) => StateView {
-            exists: true,
-            held: false,
-            inputs_hash: s.inputs_hash.clone(),
-        },
-        Err(StateError::NotFound) => StateView {
-            exists: false,
-            held: ever_applied,
-            inputs_hash: None,
-        },
-        Err(_) => StateView {
-            exists: true,
-            held: true,
-            inputs_hash: None,
-        },
-    };
-    let last_check = status_time(obj, &p.draft, "lastDriftCheck");
-    let last_refresh = status_time(obj, &p.draft, "lastRefresh");
-    let last_apply_success = last_success(&records, Op::Apply);
-    let input = DecideInput {
-        now,
-        uid: obj.uid().unwrap_or_default(),
-        created: obj
-            .meta()
-            .creation_timestamp
-            .as_ref()
-            .map_or(now, system_time),
-        mutable: p.shared.mutable,
-        deleting: p.deleting,
-        retain: p.shared.retain,
-        job_active: false,
-        restore_requested: false,
-        state,
-        current_hash: current.map(|c| c.hash.clone()),
-        unconfirmed_apply: false,
-        last_apply_failed: history::last_apply_failed(&records),
-        last_apply_success,
-        failed_limit: p.shared.jobs.failed_jobs_history_limit.max(1) as u32,
-        history: history::history(&records),
-        gate,
-        drift: DriftView {
-            interval: p.shared.drift_interval,
-            last_check,
-            detected: p.draft.is_true(conditions::DRIFT_DETECTED),
-            remediate: p.shared.drift_remediate,
-            remediation_failures: history::remediation_failures(&records, last_check),
-        },
-        refresh: RefreshView {
-            last: last_refresh,
-            after_apply_due: p.shared.after_apply_refresh
-                && last_apply_success.is_some_and(|a| last_refresh.is_none_or(|r| r < a)),
-            health_pending,
-            pending_refreshes: obj
-                .workspace_status()
-                .and_then(|s| s.pending_refreshes)
-                .unwrap_or(0)
-                .max(0) as u32,
-            health_interval: None,
-        },
-        membership: p.shared.membership.clone(),
-    };
-    decide::decide(&input)
-}
-
-fn rfc3339(t: Option<SystemTime>) -> String {
-    t.map(|t| super::status::time(t).0.to_string())
-        .unwrap_or_default()
-}
-
-/// The request for starting `op`, or `None` when its inputs are missing.
-#[allow(clippy::too_many_arguments)]
-pub async fn start_request<K: Workload>(
-    _ctx: &Context,
-    obj: &K,
-    p: &Pass,
-    read: &Result<StateSummary, StateError>,
-    op: Op,
-    remediation: bool,
-    current: Option<&Rendered>,
-    applied: Option<&InputsRecord>,
-    attempt: Option<&InputsRecord>,
-) -> Result<Option<StartRequest>, Error> {
-    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.clone());
-    let recorded = applied.or(attempt);
-    let identity = p.shared.identity.as_ref();
-    let (files, hash, image, tick, record) = match op {
-        Op::Apply | Op::Plan => {
-            let Some(cur) = current else { return Ok(None) };
-            let tick = if remediation {
-                format!(
-                    "remediate/{}",
-                    rfc3339(status_time(obj, &p.draft, "lastDriftCheck"))
-                )
-            } else {
-                String::new()
-            };
-            let record = (op == Op::Apply).then(|| InputsRecord {
-                main_tf_json: cur.files.0.clone(),
-                tfvars_json: cur.files.1.clone(),
-                meta: RecordMeta {
-                    inputs_hash: cur.hash.clone(),
-                    image: cur.image.clone(),
-                    image_digest: None,
-                    identity: identity.map(|i| i.name.clone()),
-                    identity_kind: identity.and_then(|i| i.kind).map(|k| {
-                        serde_json::to_value(k)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default()
-                    }),
-                    job: None,
-                },
-                exports: Default::default(),
-            });
-            (
-                cur.files.clone(),
-                cur.hash.clone(),
-                cur.image.clone(),
-                tick,
-                record,
-            )
-        }
-        Op::Refresh | Op::Drift => {
-            let (files, image) = match (current, recorded) {
-                (Some(cur), rec) if p.shared.mutable => (
-                    cur.files.clone(),
-                    rec.map(InputsRecord::pinned_image)
-                        .unwrap_or_else(|| cur.image.clone()),
-                ),
-                (_, Some(r)) => (
-                    (r.main_tf_json.clone(), r.tfvars_json.clone()),
-                    r.pinned_image(),
-                ),
-                (Some(cur), None) => (cur.files.clone(), cur.image.clone()),
-                (None, None) => return Ok(None),
-            };
-            let hash = state_hash
-                .clone()
-                .or_else(|| current.map(|c| c.hash.clone()))
-                .unwrap_or_default();
-            let key = if op == Op::Refresh {
-                "lastRefresh"
-            } else {
-                "lastDriftCheck"
-            };
-            (
-                files,
-                hash,
-                image,
-                rfc3339(status_time(obj, &p.draft, key)),
-                None,
-            )
-        }
-        Op::Destroy => {
-            let (files, image, rec_hash) = match (recorded, current) {
-                (Some(r), _) => (
-                    (r.main_tf_json.clone(), r.tfvars_json.clone()),
-                    r.pinned_image(),
-                    r.meta.inputs_hash.clone(),
-                ),
-                (None, Some(cur)) => (cur.files.clone(), cur.image.clone(), cur.hash.clone()),
-                (None, None) => return Ok(None),
-            };
-            (
-                files,
-                state_hash.unwrap_or(rec_hash),
-                image,
-                String::new(),
-                None,
-            )
-        }
-        Op::Restore => return Ok(None),
-    };
-    Ok(Some(StartRequest {
-        op,
-        approval: None,
-        remediation,
-        files,
-        inputs_hash: hash,
-        tick,
-        image,
-        attempt_record: record,
-        guard: None,
-        plan_key_secret: None,
-        cluster_name: p.shared.cluster_name.clone(),
-        jobs: p.shared.jobs.clone(),
-        credentials_secret: p.credentials_secret.clone(),
-        annotations: Default::default(),
-    }))
-}
-
-/// Starts the decided Job and closes the pass.
-pub async fn start<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    p: &mut Pass,
-    req: StartRequest,
-    decision: &Decision,
-    now: SystemTime,
-) -> Result<Action, Error> {
-    let op = req.op;
-    let records = p.loaded.records();
-    if decision.reason == Reason::InputsChanged {
-        ctx.metrics.inputs_hash_changed(K::KIND.kind());
-        pass::event(
-            ctx,
-            obj,
-            false,
-            events::INPUTS_CHANGED,
-            "Apply",
-            "the inputs changed; applying them".into(),
-        )
-        .await;
-    }
-    if decision.reason == Reason::DriftRemediation {
-        p.draft.set(
-            conditions::DRIFT_DETECTED,
-            &ConditionValue {
-                status: "True",
-                reason: reasons::DRIFT_REMEDIATING,
-                message: "an apply removes the drift".into(),
-            },
-        );
-        pass::event(
-            ctx,
-            obj,
-            false,
-            events::DRIFT_REMEDIATION_STARTED,
-            "Apply",
-            "re-applying to remove drift".into(),
-        )
-        .await;
-    }
-    if op == Op::Destroy && !records.iter().any(|r| r.op == Op::Destroy) {
-        pass::event(
-            ctx,
-            obj,
-            false,
-            events::DELETION_STARTED,
-            "Delete",
-            "destroying the infrastructure".into(),
-        )
-        .await;
-    }
-    let config = StartConfig {
-        runner_image: &ctx.config.runner_image,
-        runner_events: ctx.config.runner_events,
-    };
-    let planned = plan_start(obj, &records, req, &config);
-    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await?;
-    let requeue = match outcome {
-        StartOutcome::Started { job } => {
-            // The Job runs: close keeps block-move and activeJob.
-            p.active = Some(JobRecord {
-                name: job,
-                op,
-                attempt: 0,
-                outcome: Outcome::Running,
-                created: now,
-                finished: None,
-                remediation: false,
-            });
-            ACTIVE_JOB_REQUEUE
-        }
-        StartOutcome::Waiting { requeue } => requeue,
-    };
-    close(ctx, obj, p, Some(requeue)).await
-}
-
-/// Deletion under Retain: nothing is destroyed; state, backups and records
-/// stay, unowned and labeled; then the finalizer goes.
-pub async fn retain_and_release<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    p: &mut Pass,
-) -> Result<Action, Error> {
-    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
-    let kept = super::retain::retain(ctx, obj).await?;
-    let ns = obj.namespace().unwrap_or_default();
-    pass::event(
-        ctx,
-        obj,
-        false,
-        events::INFRASTRUCTURE_RETAINED,
-        "Delete",
-        format!(
-            "deletionPolicy Retain: nothing destroyed; kept {kept} Secrets (state, backups, inputs records) labeled {}={}",
-            captf_api::names::labels::RETAINED_FROM_UID,
-            obj.uid().unwrap_or_default()
-        ),
-    )
-    .await;
-    pass::remove_finalizer(ctx, obj).await?;
-    ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
-    super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
-    Ok(Action::await_change())
-}
-
-/// Deletion ends: everything the object made goes, then its finalizer.
-pub async fn release<K: Workload>(ctx: &Context, obj: &K, p: &mut Pass) -> Result<Action, Error> {
-    if !p.deleting {
-        return close(ctx, obj, p, None).await;
-    }
-    // The status goes first so the bookkept marks land; the object may be
-    // gone right after the finalizer.
-    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
-    super::cleanup::cleanup(ctx, obj).await?;
-    let ns = obj.namespace().unwrap_or_default();
-    pass::event(
-        ctx,
-        obj,
-        false,
-        events::FINALIZER_REMOVED,
-        "Delete",
-        "infrastructure destroyed; finalizer removed".into(),
-    )
-    .await;
-    pass::remove_finalizer(ctx, obj).await?;
-    ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
-    super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
-    Ok(Action::await_change())
 }

@@ -121,7 +121,7 @@ async fn check_now<K: Workload>(
 
 /// The object leaves: its ownerReference leaves the mirror (the mirror
 /// goes with its last user).
-pub async fn release<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
+pub async fn forget_object<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
     let uid = obj.uid().unwrap_or_default();
     ctx.credentials_ensured

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::common::{Pass, Rendered};
+use super::common::{OpenPass, Rendered};
 use super::job_start::StartRequest;
 use super::workload::Workload;
 use super::{Context, Error};
@@ -128,7 +128,7 @@ fn recorded_exports(r: &InputsRecord) -> Option<Value> {
 pub async fn apply_guard(
     ctx: &Context,
     obj: &TerraformMachinePool,
-    p: &mut Pass,
+    p: &mut OpenPass,
     built: &Built,
     read: &Result<StateSummary, StateError>,
     applied: Option<&InputsRecord>,

@@ -8,11 +8,13 @@ pub mod cluster;
 pub mod common;
 pub mod controllers;
 pub mod credentials;
+pub mod ending;
 pub mod ensured;
 pub mod exports;
 pub mod job_start;
 #[cfg(test)]
 pub mod mock_api;
+pub mod next_op;
 pub mod pass;
 pub mod plans;
 pub mod pool;
@@ -79,7 +81,7 @@ impl Config {
     }
 }
 
-/// Shared by every reconcile.
+/// PassSettings by every reconcile.
 pub struct Context {
     pub client: kube::Client,
     pub config: Config,

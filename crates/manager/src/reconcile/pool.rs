@@ -15,8 +15,10 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::common::{self, Shared};
+use super::common::{self, PassSettings};
+use super::ending;
 use super::exports::{self, Built, ExportsGuard};
+use super::next_op;
 use super::pass;
 use super::routing::{self, Dependency, Dependent};
 use super::watches;
@@ -162,7 +164,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     );
     let status = obj.status.as_ref();
     let list_len = obj.spec.provider_id_list.as_ref().map_or(0, Vec::len);
-    let shared = Shared {
+    let shared = PassSettings {
         owner,
         paused,
         cluster_name: cluster_name.clone(),
@@ -179,11 +181,11 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
         retain: eff.deletion_policy == DeletionPolicy::Retain,
     };
     let mut pass = match common::open(ctx, obj, &shared, now).await? {
-        common::Opened::Done(action) => return Ok(action),
-        common::Opened::Pass(p) => p,
+        common::Opening::Done(action) => return Ok(action),
+        common::Opening::Continue(p) => p,
     };
     if pass.active.is_some() {
-        return common::close_active(ctx, obj, &mut pass, now).await;
+        return ending::close_active(ctx, obj, &mut pass, now).await;
     }
 
     // The pool's own state and outputs.
@@ -230,7 +232,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
             pass.draft.field("instances", &w.instances);
             observed_replicas = Some(w.replicas);
         }
-        common::count_outputs_invalid(ctx, obj, &valid);
+        ending::count_outputs_invalid(ctx, obj, &valid);
         pass.draft.set(conditions::OUTPUTS_VALID, &valid);
         let was = provisioned;
         provisioned = adapter::provisioned(provisioned, state.inputs_hash.is_some(), outputs);
@@ -380,11 +382,11 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     }
     if current.is_none() && !pass.deleting() && !ever_applied {
         // Nothing can run before the dependencies are there.
-        return common::close(ctx, obj, &mut pass, Some(Duration::from_secs(15))).await;
+        return ending::close(ctx, obj, &mut pass, Some(Duration::from_secs(15))).await;
     }
 
-    common::settle_adopted_state(&mut pass, &read, current.as_ref());
-    let decision = common::decide(
+    next_op::settle_adopted_state(&mut pass, &read, current.as_ref());
+    let decision = next_op::decide_op(
         obj,
         &pass,
         &read,
@@ -395,16 +397,15 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
         now,
     );
     tracing::info!(namespace = %ns, name = %obj.name_any(), reason = %decision.reason_label(), op = decision.op_label(), "decided");
-    common::count_decision(ctx, obj, &decision);
+    ending::count_decision(ctx, obj, &decision);
     match decision.action.clone() {
         Decided::Start {
             op, remediation, ..
         } => {
             if op == Op::Apply && current.is_none() {
-                return common::close(ctx, obj, &mut pass, Some(Duration::from_secs(15))).await;
+                return ending::close(ctx, obj, &mut pass, Some(Duration::from_secs(15))).await;
             }
-            let Some(req) = common::start_request(
-                ctx,
+            let Some(req) = next_op::start_request(
                 obj,
                 &pass,
                 &read,
@@ -413,19 +414,17 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
                 current.as_ref(),
                 applied.as_ref(),
                 attempt.as_ref(),
-            )
-            .await?
-            else {
-                return common::close(ctx, obj, &mut pass, decision.requeue).await;
+            ) else {
+                return ending::close(ctx, obj, &mut pass, decision.requeue).await;
             };
             let mut req = req;
             if let (Op::Apply, Some(g)) = (op, &guard) {
                 g.prepare_apply(&mut req);
             }
-            common::start(ctx, obj, &mut pass, req, &decision, now).await
+            ending::start_job(ctx, obj, &mut pass, req, &decision, now).await
         }
-        Decided::DropFinalizer => common::release(ctx, obj, &mut pass).await,
-        Decided::Retain => common::retain_and_release(ctx, obj, &mut pass).await,
-        Decided::Wait => common::close(ctx, obj, &mut pass, decision.requeue).await,
+        Decided::DropFinalizer => ending::release_after_destroy(ctx, obj, &mut pass).await,
+        Decided::Retain => ending::retain_and_release(ctx, obj, &mut pass).await,
+        Decided::Wait => ending::close(ctx, obj, &mut pass, decision.requeue).await,
     }
 }

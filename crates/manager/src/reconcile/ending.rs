@@ -1,0 +1,262 @@
+//! How a pass ends: the close with `Ready` and the status patch, a running
+//! Job's close, the Job start, and the two deletion ends (Retain, and
+//! release after the destroy).
+
+use std::time::{Duration, SystemTime};
+
+use captf_api::names::{conditions, events, reasons};
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use serde_json::Value;
+
+use super::common::{OpenPass, set_ready};
+use super::job_start::{StartConfig, StartOutcome, StartRequest, execute_start, plan_start};
+use super::next_op::last_success;
+use super::pass;
+use super::status::Draft;
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::engine::decide::{ACTIVE_JOB_REQUEUE, Decision, Op, Reason};
+use crate::engine::history::{JobRecord, Outcome};
+use crate::engine::job_conditions::ConditionValue;
+
+fn provisioned_in(draft: &Draft, obj_provisioned: bool) -> bool {
+    draft
+        .field_value("initialization")
+        .and_then(|v| v.get("provisioned"))
+        .and_then(Value::as_bool)
+        .unwrap_or(obj_provisioned)
+}
+
+/// Ends a pass that starts nothing: Ready, the patch, the marks.
+pub async fn close<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    requeue: Option<Duration>,
+) -> Result<Action, Error> {
+    if p.active.is_none() {
+        // No Job runs: block-move goes.
+        pass::set_block_move(ctx, obj, &mut p.block_move, false).await?;
+    }
+    let provisioned = provisioned_in(&p.draft, obj.provisioned());
+    let pool = p.pool();
+    set_ready(&mut p.draft, provisioned, pool);
+    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    export_gauges(ctx, obj, p);
+    let after = requeue
+        .unwrap_or(ctx.config.sync_period)
+        .min(ctx.config.sync_period);
+    Ok(Action::requeue(after.max(Duration::from_millis(200))))
+}
+
+/// The per-object gauges from the conditions this pass wrote.
+fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &OpenPass) {
+    use crate::metrics::{ConditionValue as Tri, ObjectGauges};
+    let status = |t: &str| Tri::from_status(p.draft.get(t).map(|c| c.status.as_str()));
+    let mut successes = Vec::new();
+    if !p.deleting() {
+        for op in [Op::Apply, Op::Refresh, Op::Drift] {
+            if let Some(t) = last_success(&p.loaded.records(), op) {
+                let secs = t
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs_f64())
+                    .unwrap_or(0.0);
+                successes.push((op.as_str().to_owned(), secs));
+            }
+        }
+    }
+    ctx.metrics.object(
+        K::KIND.kind(),
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+        &ObjectGauges {
+            ready: status(conditions::READY),
+            infrastructure_healthy: Some(status(conditions::INFRASTRUCTURE_HEALTHY)),
+            drift_detected: p.draft.is_true(conditions::DRIFT_DETECTED),
+            state_resources: None,
+            state_bytes: None,
+            inputs_bytes: None,
+            last_success: successes,
+        },
+    );
+}
+
+/// Counts a pass's decision (`captf_reconcile_op_decisions_total`).
+pub fn count_decision<K: Workload>(ctx: &Context, _obj: &K, d: &Decision) {
+    let op = match d.op_label() {
+        "none" => None,
+        op => Some(op),
+    };
+    ctx.metrics.decided(K::KIND.kind(), op, &d.reason_label());
+}
+
+/// Counts `OutputsValid` turning False (a transition, not every pass).
+pub fn count_outputs_invalid<K: Workload>(ctx: &Context, obj: &K, v: &ConditionValue) {
+    let before = obj.condition(conditions::OUTPUTS_VALID);
+    let again = before.is_some_and(|c| c.status == "False" && c.reason == v.reason);
+    if v.status == "False" && !again {
+        ctx.metrics.outputs_invalid(K::KIND.kind(), v.reason);
+    }
+}
+
+/// A Job runs: delete it if it can never start, else keep waiting.
+pub async fn close_active<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    now: SystemTime,
+) -> Result<Action, Error> {
+    let active = p.active.clone().expect("an active Job");
+    if pass::delete_if_stuck(ctx, obj, &active, now).await? {
+        p.draft.field("activeJob", Value::Null);
+        return close(ctx, obj, p, Some(Duration::from_secs(1))).await;
+    }
+    pass::set_block_move(ctx, obj, &mut p.block_move, true).await?;
+    p.draft.field(
+        "activeJob",
+        captf_api::common::ActiveJob {
+            name: active.name.clone(),
+            operation: active.op,
+            attempt: active.attempt as i32,
+            start_time: Some(super::status::time(active.created)),
+        },
+    );
+    close(ctx, obj, p, Some(ACTIVE_JOB_REQUEUE)).await
+}
+
+/// Starts the decided Job and closes the pass.
+pub async fn start_job<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    req: StartRequest,
+    decision: &Decision,
+    now: SystemTime,
+) -> Result<Action, Error> {
+    let op = req.op;
+    let records = p.loaded.records();
+    if decision.reason == Reason::InputsChanged {
+        ctx.metrics.inputs_hash_changed(K::KIND.kind());
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::INPUTS_CHANGED,
+            "Apply",
+            "the inputs changed; applying them".into(),
+        )
+        .await;
+    }
+    if decision.reason == Reason::DriftRemediation {
+        p.draft.set(
+            conditions::DRIFT_DETECTED,
+            &ConditionValue {
+                status: "True",
+                reason: reasons::DRIFT_REMEDIATING,
+                message: "an apply removes the drift".into(),
+            },
+        );
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::DRIFT_REMEDIATION_STARTED,
+            "Apply",
+            "re-applying to remove drift".into(),
+        )
+        .await;
+    }
+    if op == Op::Destroy && !records.iter().any(|r| r.op == Op::Destroy) {
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::DELETION_STARTED,
+            "Delete",
+            "destroying the infrastructure".into(),
+        )
+        .await;
+    }
+    let config = StartConfig {
+        runner_image: &ctx.config.runner_image,
+        runner_events: ctx.config.runner_events,
+    };
+    let planned = plan_start(obj, &records, req, &config);
+    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await?;
+    let requeue = match outcome {
+        StartOutcome::Started { job } => {
+            // The Job runs: close keeps block-move and activeJob.
+            p.active = Some(JobRecord {
+                name: job,
+                op,
+                attempt: 0,
+                outcome: Outcome::Running,
+                created: now,
+                finished: None,
+                remediation: false,
+            });
+            ACTIVE_JOB_REQUEUE
+        }
+        StartOutcome::Waiting { requeue } => requeue,
+    };
+    close(ctx, obj, p, Some(requeue)).await
+}
+
+/// Deletion under Retain: nothing is destroyed; state, backups and records
+/// stay, unowned and labeled; then the finalizer goes.
+pub async fn retain_and_release<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+) -> Result<Action, Error> {
+    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    let kept = super::retain::retain(ctx, obj).await?;
+    let ns = obj.namespace().unwrap_or_default();
+    pass::event(
+        ctx,
+        obj,
+        false,
+        events::INFRASTRUCTURE_RETAINED,
+        "Delete",
+        format!(
+            "deletionPolicy Retain: nothing destroyed; kept {kept} Secrets (state, backups, inputs records) labeled {}={}",
+            captf_api::names::labels::RETAINED_FROM_UID,
+            obj.uid().unwrap_or_default()
+        ),
+    )
+    .await;
+    pass::remove_finalizer(ctx, obj).await?;
+    ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
+    super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
+    Ok(Action::await_change())
+}
+
+/// Deletion ends: everything the object made goes, then its finalizer.
+pub async fn release_after_destroy<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+) -> Result<Action, Error> {
+    if !p.deleting() {
+        return close(ctx, obj, p, None).await;
+    }
+    // The status goes first so the bookkept marks land; the object may be
+    // gone right after the finalizer.
+    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::cleanup::cleanup(ctx, obj).await?;
+    let ns = obj.namespace().unwrap_or_default();
+    pass::event(
+        ctx,
+        obj,
+        false,
+        events::FINALIZER_REMOVED,
+        "Delete",
+        "infrastructure destroyed; finalizer removed".into(),
+    )
+    .await;
+    pass::remove_finalizer(ctx, obj).await?;
+    ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
+    super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
+    Ok(Action::await_change())
+}

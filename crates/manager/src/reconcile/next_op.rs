@@ -1,0 +1,292 @@
+//! What runs next: the decision input built from what the pass read, the
+//! decision itself (with the deletion end), and the start request of the
+//! decided op (which inputs, image, tick and records each op uses). No
+//! client here.
+
+use std::time::SystemTime;
+
+use captf_api::names::{conditions, reasons};
+use kube::ResourceExt;
+
+use super::common::{OpenPass, Rendered};
+use super::job_start::StartRequest;
+use super::status::{Draft, system_time};
+use super::workload::Workload;
+use crate::engine::decide::{
+    self, Action as Decided, ApplyGate, DecideInput, Decision, DriftView, Op, Reason, RefreshView,
+    StateView,
+};
+use crate::engine::history::{self, JobRecord, Outcome};
+use crate::engine::job_conditions::ConditionValue;
+use crate::records::{InputsRecord, RecordMeta};
+use crate::state::reader::{StateError, StateSummary};
+
+fn status_time<K: Workload>(obj: &K, draft: &Draft, key: &str) -> Option<SystemTime> {
+    if let Some(v) = draft.field_value(key) {
+        return serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>(
+            v.clone(),
+        )
+        .ok()
+        .map(|t| system_time(&t));
+    }
+    let s = obj.workspace_status()?;
+    let t = match key {
+        "lastDriftCheck" => s.last_drift_check.as_ref(),
+        "lastRefresh" => s.last_refresh.as_ref(),
+        _ => None,
+    };
+    t.map(system_time)
+}
+
+pub(super) fn last_success(records: &[JobRecord], op: Op) -> Option<SystemTime> {
+    records
+        .iter()
+        .filter(|r| r.op == op && r.outcome == Outcome::Succeeded)
+        .filter_map(|r| r.finished)
+        .max()
+}
+
+/// `ApplyJobSucceeded` of an object that has no apply of its own yet but
+/// whose state (adopted after a Retain, or moved with it) was applied from
+/// exactly its current inputs: nothing is due, so say it is applied.
+pub fn settle_adopted_state(
+    p: &mut OpenPass,
+    read: &Result<StateSummary, StateError>,
+    current: Option<&Rendered>,
+) {
+    let no_apply_yet = p
+        .draft
+        .get(conditions::APPLY_JOB_SUCCEEDED)
+        .is_none_or(|c| c.reason == reasons::NO_APPLY_YET);
+    let no_jobs = !p
+        .loaded
+        .observed
+        .iter()
+        .any(|o| matches!(o.record.op, Op::Apply | Op::Plan | Op::Destroy));
+    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
+    if no_apply_yet && no_jobs && current.is_some_and(|c| Some(c.hash.as_str()) == state_hash) {
+        p.draft.set(
+            conditions::APPLY_JOB_SUCCEEDED,
+            &ConditionValue {
+                status: "True",
+                reason: reasons::APPLY_SUCCEEDED,
+                message: "the state was applied from the current inputs; no Job was needed".into(),
+            },
+        );
+    }
+}
+
+/// The decision of this pass, with the deletion end: a deleting object
+/// whose destroy succeeded (after its last apply) is released.
+#[allow(clippy::too_many_arguments)]
+pub fn decide_op<K: Workload>(
+    obj: &K,
+    p: &OpenPass,
+    read: &Result<StateSummary, StateError>,
+    current: Option<&Rendered>,
+    gate: ApplyGate,
+    health_pending: bool,
+    provisioned: bool,
+    now: SystemTime,
+) -> Decision {
+    let records = p.loaded.records();
+    let destroyed = last_success(&records, Op::Destroy);
+    if p.deleting() && destroyed.is_some() && destroyed >= last_success(&records, Op::Apply) {
+        return Decision {
+            action: Decided::DropFinalizer,
+            reason: Reason::Deleting,
+            backoff: false,
+            requeue: None,
+        };
+    }
+    let ever_applied = provisioned || last_success(&records, Op::Apply).is_some();
+    let state = match read {
+        Ok(s) => StateView {
+            exists: true,
+            held: false,
+            inputs_hash: s.inputs_hash.clone(),
+        },
+        Err(StateError::NotFound) => StateView {
+            exists: false,
+            held: ever_applied,
+            inputs_hash: None,
+        },
+        Err(_) => StateView {
+            exists: true,
+            held: true,
+            inputs_hash: None,
+        },
+    };
+    let last_check = status_time(obj, &p.draft, "lastDriftCheck");
+    let last_refresh = status_time(obj, &p.draft, "lastRefresh");
+    let last_apply_success = last_success(&records, Op::Apply);
+    let input = DecideInput {
+        now,
+        uid: obj.uid().unwrap_or_default(),
+        created: obj
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, system_time),
+        mutable: p.shared.mutable,
+        deleting: p.deleting(),
+        retain: p.shared.retain,
+        job_active: false,
+        restore_requested: false,
+        state,
+        current_hash: current.map(|c| c.hash.clone()),
+        unconfirmed_apply: false,
+        last_apply_failed: history::last_apply_failed(&records),
+        last_apply_success,
+        failed_limit: p.shared.jobs.failed_jobs_history_limit.max(1) as u32,
+        history: history::history(&records),
+        gate,
+        drift: DriftView {
+            interval: p.shared.drift_interval,
+            last_check,
+            detected: p.draft.is_true(conditions::DRIFT_DETECTED),
+            remediate: p.shared.drift_remediate,
+            remediation_failures: history::remediation_failures(&records, last_check),
+        },
+        refresh: RefreshView {
+            last: last_refresh,
+            after_apply_due: p.shared.after_apply_refresh
+                && last_apply_success.is_some_and(|a| last_refresh.is_none_or(|r| r < a)),
+            health_pending,
+            pending_refreshes: obj
+                .workspace_status()
+                .and_then(|s| s.pending_refreshes)
+                .unwrap_or(0)
+                .max(0) as u32,
+            health_interval: None,
+        },
+        membership: p.shared.membership.clone(),
+    };
+    decide::decide(&input)
+}
+
+fn rfc3339(t: Option<SystemTime>) -> String {
+    t.map(|t| super::status::time(t).0.to_string())
+        .unwrap_or_default()
+}
+
+/// The request for starting `op`, or `None` when its inputs are missing.
+#[allow(clippy::too_many_arguments)]
+pub fn start_request<K: Workload>(
+    obj: &K,
+    p: &OpenPass,
+    read: &Result<StateSummary, StateError>,
+    op: Op,
+    remediation: bool,
+    current: Option<&Rendered>,
+    applied: Option<&InputsRecord>,
+    attempt: Option<&InputsRecord>,
+) -> Option<StartRequest> {
+    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.clone());
+    let recorded = applied.or(attempt);
+    let identity = p.shared.identity.as_ref();
+    let (files, hash, image, tick, record) = match op {
+        Op::Apply | Op::Plan => {
+            let cur = current?;
+            let tick = if remediation {
+                format!(
+                    "remediate/{}",
+                    rfc3339(status_time(obj, &p.draft, "lastDriftCheck"))
+                )
+            } else {
+                String::new()
+            };
+            let record = (op == Op::Apply).then(|| InputsRecord {
+                main_tf_json: cur.files.0.clone(),
+                tfvars_json: cur.files.1.clone(),
+                meta: RecordMeta {
+                    inputs_hash: cur.hash.clone(),
+                    image: cur.image.clone(),
+                    image_digest: None,
+                    identity: identity.map(|i| i.name.clone()),
+                    identity_kind: identity.and_then(|i| i.kind).map(|k| {
+                        serde_json::to_value(k)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    }),
+                    job: None,
+                },
+                exports: Default::default(),
+            });
+            (
+                cur.files.clone(),
+                cur.hash.clone(),
+                cur.image.clone(),
+                tick,
+                record,
+            )
+        }
+        Op::Refresh | Op::Drift => {
+            let (files, image) = match (current, recorded) {
+                (Some(cur), rec) if p.shared.mutable => (
+                    cur.files.clone(),
+                    rec.map(InputsRecord::pinned_image)
+                        .unwrap_or_else(|| cur.image.clone()),
+                ),
+                (_, Some(r)) => (
+                    (r.main_tf_json.clone(), r.tfvars_json.clone()),
+                    r.pinned_image(),
+                ),
+                (Some(cur), None) => (cur.files.clone(), cur.image.clone()),
+                (None, None) => return None,
+            };
+            let hash = state_hash
+                .clone()
+                .or_else(|| current.map(|c| c.hash.clone()))
+                .unwrap_or_default();
+            let key = if op == Op::Refresh {
+                "lastRefresh"
+            } else {
+                "lastDriftCheck"
+            };
+            (
+                files,
+                hash,
+                image,
+                rfc3339(status_time(obj, &p.draft, key)),
+                None,
+            )
+        }
+        Op::Destroy => {
+            let (files, image, rec_hash) = match (recorded, current) {
+                (Some(r), _) => (
+                    (r.main_tf_json.clone(), r.tfvars_json.clone()),
+                    r.pinned_image(),
+                    r.meta.inputs_hash.clone(),
+                ),
+                (None, Some(cur)) => (cur.files.clone(), cur.image.clone(), cur.hash.clone()),
+                (None, None) => return None,
+            };
+            (
+                files,
+                state_hash.unwrap_or(rec_hash),
+                image,
+                String::new(),
+                None,
+            )
+        }
+        Op::Restore => return None,
+    };
+    Some(StartRequest {
+        op,
+        approval: None,
+        remediation,
+        files,
+        inputs_hash: hash,
+        tick,
+        image,
+        attempt_record: record,
+        guard: None,
+        plan_key_secret: None,
+        cluster_name: p.shared.cluster_name.clone(),
+        jobs: p.shared.jobs.clone(),
+        credentials_secret: p.credentials_secret.clone(),
+        annotations: Default::default(),
+    })
+}
