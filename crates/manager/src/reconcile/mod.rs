@@ -18,6 +18,7 @@ pub mod next_op;
 pub mod pass;
 pub mod plans;
 pub mod pool;
+pub mod pool_outputs;
 pub mod retain;
 pub mod routing;
 pub mod status;

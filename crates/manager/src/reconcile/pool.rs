@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use captf_api::common::{DeletionPolicy, DriftAction};
-use captf_api::names::{annotations, conditions, events, kinds, reasons};
+use captf_api::names::{annotations, conditions, events, kinds};
 use captf_api::{TerraformCluster, TerraformMachinePool, effective};
 use captf_contract::Role;
 use captf_contract::outputs::RoleOutputs;
@@ -13,13 +13,14 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::common::{self, PassSettings};
 use super::ending;
 use super::exports::{self, Built, ExportsGuard};
 use super::next_op;
 use super::pass;
+use super::pool_outputs;
 use super::routing::{self, Dependency, Dependent};
 use super::watches;
 use super::workload::Workload;
@@ -28,7 +29,6 @@ use crate::adapters::pool::{self as adapter, BootstrapSecret, ClusterState, Gate
 use crate::adapters::{capi_owner_ref, cluster_name_label};
 use crate::capi::{self, Cluster, MachinePool};
 use crate::engine::decide::{Action as Decided, ApplyGate, Membership, Op};
-use crate::engine::job_conditions::ConditionValue;
 use crate::names::{WorkloadKind, state_suffix};
 
 /// What the pool's dependencies read.
@@ -199,55 +199,30 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     let mut health_pending = false;
     let mut observed_replicas = status.and_then(|s| s.replicas);
     if let Ok(state) = &read {
-        let decoded = match pass::decode_outputs(Role::MachinePool, state) {
-            RoleOutputs::MachinePool(d) => d,
-            _ => unreachable!("pool outputs decode as pool outputs"),
-        };
-        let outputs = decoded
-            .outputs
-            .as_ref()
-            .filter(|_| decoded.verdict.writable());
-        let mut valid = common::outputs_valid(&decoded.verdict);
-        if let Some(o) = outputs {
-            let w = adapter::writes(o, false);
-            if w.instances_truncated {
-                valid = ConditionValue {
-                    status: "True",
-                    reason: reasons::INSTANCES_TRUNCATED,
-                    message: "more instances than status.instances holds".into(),
-                };
-            }
-            let spec_list = obj.spec.provider_id_list.clone().unwrap_or_default();
-            if spec_list != w.provider_id_list || obj.spec.provider_id != w.provider_id {
-                let api: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), &ns);
-                let patch = json!({"spec": {"providerID": w.provider_id, "providerIDList": w.provider_id_list}});
-                api.patch(
-                    &obj.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await?;
-            }
-            pass.draft.field("replicas", w.replicas);
-            pass.draft.field("instances", &w.instances);
-            observed_replicas = Some(w.replicas);
-        }
-        ending::count_outputs_invalid(ctx, obj, &valid);
-        pass.draft.set(conditions::OUTPUTS_VALID, &valid);
-        let was = provisioned;
-        provisioned = adapter::provisioned(provisioned, state.inputs_hash.is_some(), outputs);
-        if provisioned && !was {
-            pass::event(
-                ctx,
-                obj,
-                false,
-                events::PROVISIONED,
-                "Outputs",
-                "machine pool provisioned".into(),
+        let plan = pool_outputs::plan_outputs(obj, state, provisioned);
+        if let Some(patch) = &plan.spec_patch {
+            let api: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), &ns);
+            api.patch(
+                &obj.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
             )
-            .await;
+            .await?;
         }
-        health_pending = common::record_health(&mut pass, provisioned, decoded.health.as_ref());
+        if let (Some(replicas), Some(instances)) = (plan.replicas, &plan.instances) {
+            pass.draft.field("replicas", replicas);
+            pass.draft.field("instances", instances);
+            observed_replicas = Some(replicas);
+        }
+        ending::count_outputs_invalid(ctx, obj, &plan.outputs_valid);
+        pass.draft
+            .set(conditions::OUTPUTS_VALID, &plan.outputs_valid);
+        provisioned = plan.provisioned;
+        if plan.newly_provisioned {
+            let note = "machine pool provisioned".to_owned();
+            pass::event(ctx, obj, false, events::PROVISIONED, "Outputs", note).await;
+        }
+        health_pending = common::record_health(&mut pass, provisioned, plan.health.as_ref());
     } else if !provisioned {
         let v = common::not_yet_healthy(&pass);
         pass.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
@@ -258,39 +233,19 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
 
     // Autoscaling mode: the module owns the count; write it back.
     if let Some(mp) = deps.mp.as_ref().filter(|_| !pass.deleting()) {
-        let sync = adapter::replicas_sync(mp, observed_replicas);
+        let plan = pool_outputs::plan_replicas(mp, observed_replicas);
         pass.draft
-            .set(conditions::AUTOSCALING_ACTIVE, &sync.condition);
-        let mut patch = serde_json::Map::new();
-        if sync.claim {
-            patch.insert("metadata".into(), json!({"annotations": {annotations::REPLICAS_MANAGED_BY: annotations::REPLICAS_MANAGER}}));
-        } else if sync.release {
-            patch.insert(
-                "metadata".into(),
-                json!({"annotations": {annotations::REPLICAS_MANAGED_BY: Value::Null}}),
-            );
+            .set(conditions::AUTOSCALING_ACTIVE, &plan.condition);
+        if let Some(r) = plan.written_back {
+            let (reason, note) = pool_outputs::written_back_note(r);
+            pass::event(ctx, obj, false, reason, "Outputs", note).await;
         }
-        if let Some(r) = sync.replicas.filter(|r| mp.spec.replicas != Some(*r)) {
-            patch.insert("spec".into(), json!({"replicas": r}));
-            pass::event(
-                ctx,
-                obj,
-                false,
-                events::REPLICAS_WRITTEN_BACK,
-                "Outputs",
-                format!("MachinePool.spec.replicas set to {r}"),
-            )
-            .await;
-        }
-        if !patch.is_empty() {
+        if let Some(patch) = &plan.machine_pool_patch {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), &ns, &capi::machine_pool_resource());
-            api.patch(
-                mp.metadata.name.as_deref().unwrap_or_default(),
-                &PatchParams::default(),
-                &Patch::Merge(&Value::Object(patch)),
-            )
-            .await?;
+            let name = mp.metadata.name.as_deref().unwrap_or_default();
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
         }
     }
 
