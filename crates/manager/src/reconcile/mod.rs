@@ -16,6 +16,7 @@ pub mod job_start;
 pub mod mock_api;
 pub mod next_op;
 pub mod pass;
+pub mod plan_flow;
 pub mod plans;
 pub mod pool;
 pub mod pool_outputs;

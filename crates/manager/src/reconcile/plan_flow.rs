@@ -1,0 +1,216 @@
+//! The TerraformPlan flow of a cluster pass: the plans its bookkeeping
+//! reports (a blocked apply's, a Manual plan Job's) and ends (an approved
+//! apply), the gate the plans put on the next apply, and what the status
+//! says while a plan waits for its approval.
+
+use captf_api::TerraformCluster;
+use captf_api::common::ApplyPolicy;
+use captf_api::names::{annotations, conditions, events, reasons};
+use captf_api::plan::{PlanReason, TerraformPlan};
+use kube::ResourceExt;
+
+use super::common::{OpenPass, Rendered};
+use super::pass;
+use super::plans;
+use super::{Context, Error};
+use crate::engine::decide::{ApplyGate, Approval, Decision, ManualPlan, Op};
+use crate::engine::history::Outcome;
+use crate::engine::job_conditions::ConditionValue;
+
+/// The Manual plan of the current inputs: the live `Manual` TerraformPlan,
+/// else an empty plan the newest plan Job of these inputs found (applied
+/// without approval), else none (a plan Job is due).
+pub(super) fn manual_plan(
+    pass: &OpenPass,
+    plans_list: &[TerraformPlan],
+    current_hash: &str,
+) -> Option<ManualPlan> {
+    if let Some(p) = plans::live_plan(plans_list)
+        .filter(|p| p.spec.reason == PlanReason::Manual && p.spec.inputs_hash == current_hash)
+    {
+        return Some(ManualPlan {
+            plan_hash: p.spec.plan_hash.clone(),
+            empty: false,
+            approved: p.spec.approved == Some(true),
+        });
+    }
+    let newest = pass
+        .loaded
+        .observed
+        .iter()
+        .filter(|o| o.record.op == Op::Plan)
+        .filter(|o| {
+            pass.loaded
+                .annotation(&o.record.name, annotations::INPUTS_HASH)
+                == Some(current_hash)
+        })
+        .max_by_key(|o| o.record.created)?;
+    let hash = newest
+        .result
+        .as_ref()
+        .and_then(|r| r.plan.as_ref())
+        .filter(|p| plans::is_empty(p))
+        .map(|p| p.hash.clone())?;
+    (newest.record.outcome == Outcome::Succeeded).then_some(ManualPlan {
+        plan_hash: hash,
+        empty: true,
+        approved: false,
+    })
+}
+
+/// TerraformPlans from this pass's bookkeeping: a blocked apply's plan
+/// (`Destructive`), a plan Job's under `applyPolicy: Manual` (an empty plan
+/// needs no approval and makes none), and the end of an approved plan's
+/// apply. The object's plans, read once (again only after a change).
+pub(super) async fn bookkeep_plans(
+    ctx: &Context,
+    obj: &TerraformCluster,
+    pass: &OpenPass,
+    cluster_name: &str,
+) -> Result<Vec<TerraformPlan>, Error> {
+    let mut plans_list = plans::list(ctx, obj).await?;
+    // Plans reported in this pass's bookkeeping: a blocked apply's
+    // (`Destructive`), or a plan Job's under `applyPolicy: Manual` (an
+    // empty plan needs no approval and makes none).
+    for o in &pass.booked.newly {
+        let reason = match (o.record.op, o.record.outcome) {
+            (_, Outcome::Blocked) => PlanReason::Destructive,
+            (Op::Plan, Outcome::Succeeded) => PlanReason::Manual,
+            _ => continue,
+        };
+        let Some(plan) = o
+            .result
+            .as_ref()
+            .and_then(|r| r.plan.as_ref())
+            .filter(|p| reason == PlanReason::Destructive || !plans::is_empty(p))
+        else {
+            continue;
+        };
+        let hash = pass
+            .loaded
+            .annotation(&o.record.name, annotations::INPUTS_HASH)
+            .unwrap_or_default()
+            .to_owned();
+        plans::create(
+            ctx,
+            obj,
+            cluster_name,
+            &o.record.name,
+            &hash,
+            plan,
+            &plans_list,
+            reason,
+        )
+        .await?;
+        plans_list = plans::list(ctx, obj).await?;
+    }
+    // An approved plan's apply ends it.
+    let mut changed_plans = false;
+    for o in &pass.booked.newly {
+        let Some(plan_name) = pass
+            .loaded
+            .annotation(&o.record.name, annotations::APPROVED_PLAN)
+        else {
+            continue;
+        };
+        let Some(p) = plans_list.iter().find(|p| p.name_any() == plan_name) else {
+            continue;
+        };
+        let to = match o.record.outcome {
+            Outcome::Succeeded => Some(captf_api::plan::PlanPhase::Applied),
+            Outcome::PlanChanged => Some(captf_api::plan::PlanPhase::Failed),
+            _ => None,
+        };
+        if let Some(to) = to {
+            plans::set_phase(ctx, p, to).await?;
+            // Read again only after a change.
+            changed_plans = true;
+            let reason = if to == captf_api::plan::PlanPhase::Applied {
+                events::PLAN_APPLIED
+            } else {
+                events::PLAN_CHANGED
+            };
+            pass::event(
+                ctx,
+                obj,
+                to != captf_api::plan::PlanPhase::Applied,
+                reason,
+                "Plan",
+                format!("TerraformPlan {plan_name}: {}", to.as_str()),
+            )
+            .await;
+        }
+    }
+    if changed_plans {
+        plans_list = plans::list(ctx, obj).await?;
+    }
+    Ok(plans_list)
+}
+
+/// The destructive-plan guard and the Manual policy: moot plans are
+/// superseded; the newest apply of the current inputs was blocked, or the
+/// policy is Manual → the gate waits for the approval of its plan.
+pub(super) async fn plan_gate(
+    ctx: &Context,
+    obj: &TerraformCluster,
+    pass: &OpenPass,
+    plans_list: &mut Vec<TerraformPlan>,
+    current: Option<&Rendered>,
+    policy: ApplyPolicy,
+) -> Result<ApplyGate, Error> {
+    let mut gate = ApplyGate::Open;
+    if let Some(cur) = current {
+        if !pass.deleting() {
+            let mut changed = plans::supersede_moot(ctx, plans_list, &cur.hash).await?;
+            if policy == ApplyPolicy::Automatic {
+                // Back to Automatic: a waiting Manual plan is moot.
+                for p in plans_list
+                    .iter()
+                    .filter(|p| p.spec.reason == PlanReason::Manual)
+                    .filter(|p| plans::live_plan(std::slice::from_ref(p)).is_some())
+                {
+                    plans::set_phase(ctx, p, captf_api::plan::PlanPhase::Superseded).await?;
+                    changed = true;
+                }
+            }
+            if changed {
+                *plans_list = plans::list(ctx, obj).await?;
+            }
+        }
+        if policy == ApplyPolicy::Manual {
+            gate = ApplyGate::Manual(manual_plan(pass, plans_list, &cur.hash));
+        } else if let Some(newest) = pass.loaded.newest_apply_for(&cur.hash)
+            && newest.record.outcome == Outcome::Blocked
+        {
+            let approval = plans::live_plan(plans_list)
+                .filter(|p| p.spec.inputs_hash == cur.hash && p.spec.approved == Some(true))
+                .map(|p| Approval::ExpectPlan(p.spec.plan_hash.clone()));
+            gate = ApplyGate::Blocked(approval);
+        }
+    }
+    Ok(gate)
+}
+
+/// `ApplyJobSucceeded` while the decision waits for a plan's approval.
+pub(super) fn explain_wait(pass: &mut OpenPass, decision: &Decision, live: Option<&str>, ns: &str) {
+    if decision.reason == crate::engine::decide::Reason::PlanAwaitingApproval {
+        let plan = live.unwrap_or_default().to_owned();
+        pass.draft.set(conditions::APPLY_JOB_SUCCEEDED, &ConditionValue {
+            status: "Unknown",
+            reason: reasons::PLAN_AWAITING_APPROVAL,
+            message: format!(
+                "applyPolicy is Manual: TerraformPlan {plan} waits for approval; review it, then: kubectl patch terraformplan {plan} -n {ns} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'"
+            ),
+        });
+    }
+    if decision.reason == crate::engine::decide::Reason::DestructivePlanBlocked {
+        let plan = live.unwrap_or_default().to_owned();
+        pass.draft.set(conditions::APPLY_JOB_SUCCEEDED, &ConditionValue {
+            status: "False",
+            reason: reasons::DESTRUCTIVE_PLAN_BLOCKED,
+            message: format!(
+                "the apply stopped before a plan that deletes or replaces resources; nothing was applied; approve TerraformPlan {plan} (spec.approved=true) to apply it"
+            ),
+        });
+    }
+}
