@@ -274,3 +274,52 @@ fn a_failed_remediation_keeps_the_drift_pending() {
         "a failed apply is not promoted"
     );
 }
+
+#[tokio::test]
+async fn bookkeeping_writes_in_plan_order_and_a_gone_object_is_done() {
+    use crate::reconcile::mock_api::{Call, MockApi, status};
+    use crate::reconcile::{Config, Context};
+    // The per-run Secret is already gone; the lease is held by the Job.
+    let mock = MockApi::new(|c: &Call| match c.line().as_str() {
+        "DELETE secrets" => status(404, "NotFound"),
+        "GET leases" => (
+            200,
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": c.name(), "namespace": "ns", "resourceVersion": "4", "uid": "l"},
+                "spec": {"holderIdentity": "refresh-1"}}),
+        ),
+        _ => (
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
+    });
+    let ctx = Context::new(mock.client(), Config::new("registry.example/m:dev"));
+    let obj: captf_api::TerraformMachinePool = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+        "metadata": {"name": "pool-a", "namespace": "ns", "uid": "u"},
+        "spec": {"source": {"image": "m:1"}},
+    }))
+    .unwrap();
+    let effects = vec![
+        BookkeepingEffect::DeleteRunSecret {
+            job: "refresh-1".into(),
+        },
+        BookkeepingEffect::ReleaseRunLease {
+            job: "refresh-1".into(),
+        },
+        BookkeepingEffect::DeleteJob {
+            name: "refresh-0".into(),
+        },
+    ];
+    execute_bookkeeping(&ctx, &obj, &effects).await.unwrap();
+    assert_eq!(
+        mock.lines(),
+        vec![
+            "DELETE secrets",
+            "GET leases",
+            "DELETE leases",
+            "DELETE jobs"
+        ]
+    );
+    assert!(mock.calls()[3].path.ends_with("/jobs/refresh-0"));
+}
