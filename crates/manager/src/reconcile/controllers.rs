@@ -313,7 +313,7 @@ pub async fn run_clusters(
         .watches_stream(identities, move |identity| {
             // Every cluster using the identity checks it again.
             let name = identity.name_any();
-            super::credentials::forget_identity_users(&identity_ctx, &name);
+            super::credentials::forget_identity_users(&identity_ctx.credentials_ensured, &name);
             store
                 .state()
                 .into_iter()

@@ -44,10 +44,9 @@ fn memo_key<K: Workload>(obj: &K, identity: Option<&IdentityReference>) -> Strin
 }
 
 /// An identity changed: every object using it checks again.
-pub fn forget_identity_users(ctx: &Context, identity: &str) {
+pub fn forget_identity_users(memo: &super::ensured::Ensured<Checked>, identity: &str) {
     let needle = format!("\"{identity}\")");
-    ctx.credentials_ensured
-        .forget_where(|k| k.contains(&needle));
+    memo.forget_where(|k| k.contains(&needle));
 }
 
 /// Checks the identity and keeps the mirror, unless that was done within
@@ -130,4 +129,60 @@ pub async fn forget_object<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Er
         event(ctx, obj, false, e.reason(), "Credentials", e.note()).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn pool(name: &str, identity: &str) -> (captf_api::TerraformMachinePool, IdentityReference) {
+        let p: captf_api::TerraformMachinePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
+            "spec": {"source": {"image": "m:1"}, "identityRef": {"name": identity}},
+        }))
+        .unwrap();
+        let r = p.spec.workspace.identity_ref.clone().unwrap();
+        (p, r)
+    }
+
+    #[test]
+    fn an_identity_event_forgets_exactly_its_users() {
+        let memo = super::super::ensured::Ensured::new(Duration::from_secs(600));
+        let now = Instant::now();
+        let checked = Checked {
+            identity_allowed: ConditionValue {
+                status: "True",
+                reason: "IdentityAllowed",
+                message: String::new(),
+            },
+            credentials_mirrored: ConditionValue {
+                status: "True",
+                reason: "Mirrored",
+                message: String::new(),
+            },
+            secret: Some("captf-creds-a".into()),
+        };
+        let (a, ra) = pool("a", "team-a");
+        let (b, rb) = pool("b", "team-b");
+        let (ka, kb) = (memo_key(&a, Some(&ra)), memo_key(&b, Some(&rb)));
+        memo.put(ka.clone(), checked.clone(), now);
+        memo.put(kb.clone(), checked, now);
+        forget_identity_users(&memo, "team-a");
+        assert!(
+            memo.fresh(&ka, now).is_none(),
+            "a user of team-a checks again"
+        );
+        assert!(
+            memo.fresh(&kb, now).is_some(),
+            "team-b's user keeps its check"
+        );
+        let (_, other) = pool("a", "team-c");
+        assert_ne!(
+            ka,
+            memo_key(&a, Some(&other)),
+            "a changed identityRef is a new key"
+        );
+    }
 }

@@ -13,7 +13,7 @@ use super::common::{OpenPass, Rendered};
 use super::pass;
 use super::plans;
 use super::{Context, Error};
-use crate::engine::decide::{ApplyGate, Approval, Decision, ManualPlan, Op};
+use crate::engine::decide::{ApplyGate, Approval, Decision, ManualPlan, Op, Reason};
 use crate::engine::history::Outcome;
 use crate::engine::job_conditions::ConditionValue;
 
@@ -193,24 +193,23 @@ pub(super) async fn plan_gate(
 
 /// `ApplyJobSucceeded` while the decision waits for a plan's approval.
 pub(super) fn explain_wait(pass: &mut OpenPass, decision: &Decision, live: Option<&str>, ns: &str) {
-    if decision.reason == crate::engine::decide::Reason::PlanAwaitingApproval {
-        let plan = live.unwrap_or_default().to_owned();
-        pass.draft.set(conditions::APPLY_JOB_SUCCEEDED, &ConditionValue {
+    let plan = live.unwrap_or_default();
+    let v = match decision.reason {
+        Reason::PlanAwaitingApproval => ConditionValue {
             status: "Unknown",
             reason: reasons::PLAN_AWAITING_APPROVAL,
             message: format!(
                 "applyPolicy is Manual: TerraformPlan {plan} waits for approval; review it, then: kubectl patch terraformplan {plan} -n {ns} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'"
             ),
-        });
-    }
-    if decision.reason == crate::engine::decide::Reason::DestructivePlanBlocked {
-        let plan = live.unwrap_or_default().to_owned();
-        pass.draft.set(conditions::APPLY_JOB_SUCCEEDED, &ConditionValue {
+        },
+        Reason::DestructivePlanBlocked => ConditionValue {
             status: "False",
             reason: reasons::DESTRUCTIVE_PLAN_BLOCKED,
             message: format!(
                 "the apply stopped before a plan that deletes or replaces resources; nothing was applied; approve TerraformPlan {plan} (spec.approved=true) to apply it"
             ),
-        });
-    }
+        },
+        _ => return,
+    };
+    pass.draft.set(conditions::APPLY_JOB_SUCCEEDED, &v);
 }

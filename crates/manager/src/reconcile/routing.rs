@@ -226,16 +226,6 @@ impl Dependents {
         }
     }
 
-    /// Adds one dependency of `dependent` to what it already has.
-    pub fn add(&self, dependent: Dependent, dep: Dependency) {
-        let mut ix = self.index.lock().expect("the dependents index");
-        ix.by_dependency
-            .entry(dep.clone())
-            .or_default()
-            .insert(dependent.clone());
-        ix.by_dependent.entry(dependent).or_default().insert(dep);
-    }
-
     /// The object is gone: it depends on nothing.
     pub fn forget(&self, dependent: &Dependent) {
         self.record(dependent.clone(), BTreeSet::new());
@@ -491,7 +481,7 @@ mod tests {
             ix.of(&secret("boot-1"), "TerraformMachinePool"),
             vec![dependent("b")]
         );
-        ix.add(dependent("a"), secret("vars"));
+        ix.record(dependent("a"), [secret("boot-2"), secret("vars")].into());
         assert_eq!(ix.of(&secret("vars"), "TerraformMachinePool").len(), 2);
         ix.forget(&dependent("b"));
         ix.forget(&dependent("a"));

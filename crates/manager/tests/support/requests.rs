@@ -18,7 +18,7 @@ pub struct Sent {
 impl Sent {
     /// A watch (a long-running stream, not the cost of a pass).
     pub fn is_watch(&self) -> bool {
-        self.query.split('&').any(|q| q == "watch=true")
+        self.verb() == "WATCH"
     }
 
     /// A request that changes something.
@@ -26,35 +26,18 @@ impl Sent {
         !matches!(self.method.as_str(), "GET" | "HEAD" | "OPTIONS")
     }
 
-    /// The path after the API group and version, and after
-    /// `namespaces/<ns>` for a namespaced resource: `[resource, name?, sub?]`.
-    fn rest(&self) -> Vec<&str> {
-        let parts: Vec<&str> = self.path.split('/').filter(|p| !p.is_empty()).collect();
-        let prefix = if parts.first() == Some(&"api") { 2 } else { 3 };
-        let rest = &parts[prefix.min(parts.len())..];
-        match rest {
-            ["namespaces", _, tail @ ..] if !tail.is_empty() => tail.to_vec(),
-            r => r.to_vec(),
-        }
+    /// The verb and resource as the apiserver counts them (a GET of a
+    /// collection is LIST), classified as the manager's own counter does.
+    fn classified(&self) -> (&'static str, String) {
+        captf_manager::metrics::flow::classify(&self.method, &self.path, &self.query)
     }
 
-    /// The verb as the apiserver counts it: a GET of a collection is a LIST.
-    pub fn verb(&self) -> &str {
-        if self.method == "GET" && self.rest().len() == 1 {
-            "LIST"
-        } else {
-            &self.method
-        }
+    pub fn verb(&self) -> &'static str {
+        self.classified().0
     }
 
-    /// The resource the request is about (`secrets`, `jobs`,
-    /// `terraformmachinepools/status`, ...).
     pub fn resource(&self) -> String {
-        match self.rest()[..] {
-            [r, _, sub, ..] => format!("{r}/{sub}"),
-            [r, ..] => r.to_owned(),
-            [] => String::new(),
-        }
+        self.classified().1
     }
 }
 
