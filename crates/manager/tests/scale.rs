@@ -252,8 +252,67 @@ async fn one_event_wakes_one_pool_and_a_converged_minute_costs_what_its_jobs_nee
         );
     }
 
+    // Resyncs cost nothing per object: a manager resyncing every 20 s
+    // answers each resync of a settled object from its quiet pass. What a
+    // resync still reads is per namespace (the runner RBAC) and per
+    // namespace and identity (the credentials), once per sync period.
+    drop(manager);
+    let sync = Duration::from_secs(20);
+    let manager = start_manager_with(requests.client(env.config()), ns.name(), |c| {
+        c.sync_period = sync
+    });
+    converge(&ns, &manager, Duration::from_secs(5)).await;
+    let (full, quiet) = (manager.passes.snapshot(), manager.quiet_passes.snapshot());
+    let mark = requests.mark();
+    let window = Duration::from_secs(60);
+    tokio::time::sleep(window).await;
+    let sent = requests.since(mark);
+    let resynced = |before: &BTreeMap<String, u64>, after: BTreeMap<String, u64>| {
+        after
+            .into_iter()
+            .filter(|(k, n)| before.get(k) != Some(n))
+            .count()
+    };
+    let answered = resynced(&quiet, manager.quiet_passes.snapshot());
+    eprintln!(
+        "{}s of resyncs every {}s: {answered} objects answered quietly; {} requests\n{}",
+        window.as_secs(),
+        sync.as_secs(),
+        sent.len(),
+        tally(&sent)
+    );
+    assert_eq!(
+        answered,
+        POOLS + 1,
+        "every pool and the cluster resynced quietly"
+    );
+    assert_eq!(
+        resynced(&full, manager.passes.snapshot()),
+        0,
+        "no resync ran a full pass"
+    );
+    // Per sync period: two RBAC applies and two credentials reads (the
+    // Secret and the mirrors to release) for the one namespace; at most
+    // four periods fall in the window.
+    let periods = (window.as_secs() / sync.as_secs() + 1) as usize;
+    assert!(
+        sent.len() <= periods * 4,
+        "resyncs read per namespace, not per object ({} requests):\n{}",
+        sent.len(),
+        tally(&sent)
+    );
+    assert_eq!(
+        sent.iter()
+            .filter(|s| ["jobs", "terraformmachinepools"].contains(&s.resource().as_str()))
+            .count(),
+        0,
+        "no object's Jobs or object read:\n{}",
+        tally(&sent)
+    );
+
     // Refreshes every minute: a converged minute costs what the refresh
-    // Jobs need. (Changing the interval wakes each pool once.)
+    // Jobs need, resyncs included. (Changing the interval wakes each pool
+    // once.)
     for i in 0..POOLS {
         ns.api::<TerraformMachinePool>()
             .patch(

@@ -73,6 +73,9 @@ pub struct Credentials {
     /// are True.
     pub secret: Option<String>,
     pub events: Vec<MirrorEvent>,
+    /// The UIDs the mirror names as its owners once written (empty when
+    /// there is no mirror): each of them is known to be on it.
+    pub mirror_owners: Vec<String>,
 }
 
 impl Credentials {
@@ -83,6 +86,7 @@ impl Credentials {
             credentials_mirrored: conditions::mirror_pending("waiting for IdentityAllowed"),
             secret: None,
             events: Vec::new(),
+            mirror_owners: Vec::new(),
         }
     }
 

@@ -197,6 +197,7 @@ async fn local_credentials(client: &kube::Client, namespace: &str, name: &str) -
             credentials_mirrored: local_not_mirrored(namespace, name),
             secret: Some(name.to_owned()),
             events: Vec::new(),
+            mirror_owners: Vec::new(),
         },
     }
 }
@@ -267,9 +268,10 @@ async fn identity_credentials(client: &kube::Client, user: &User<'_>, name: &str
     let data = source.and_then(|s| s.data).unwrap_or_default();
     let secret = mirror_name(name);
     match write_mirror(client, ns, name, &data, user.owner).await {
-        Ok(created) => Credentials {
+        Ok((created, mirror_owners)) => Credentials {
             identity_allowed,
             credentials_mirrored: mirrored(ns, &secret, name),
+            mirror_owners,
             events: created
                 .then(|| MirrorEvent::Created(secret.clone()))
                 .into_iter()
@@ -281,21 +283,30 @@ async fn identity_credentials(client: &kube::Client, user: &User<'_>, name: &str
             credentials_mirrored: mirror_failed(message),
             secret: None,
             events: Vec::new(),
+            mirror_owners: Vec::new(),
         },
     }
 }
 
 /// Makes the mirror of `identity` in `namespace` current with `user` among
-/// its owners. `Ok(true)` when it was created. The error is the condition
-/// message (names only).
+/// its owners: whether it was created, and the UIDs of its owners. The
+/// error is the condition message (names only).
 async fn write_mirror(
     client: &kube::Client,
     namespace: &str,
     identity: &str,
     data: &BTreeMap<String, ByteString>,
     user: &OwnerReference,
-) -> Result<bool, String> {
+) -> Result<(bool, Vec<String>), String> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let uids = |s: &Secret| {
+        s.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.clone())
+            .collect::<Vec<_>>()
+    };
     let name = mirror_name(identity);
     let failed =
         |verb: &str, e: &kube::Error| format!("{verb} Secret {namespace}/{name} failed: {e}");
@@ -305,19 +316,21 @@ async fn write_mirror(
             .await
             .map_err(|e| failed("reading", &e))?;
         match plan_mirror(identity, namespace, data, user, existing.as_ref()) {
-            MirrorPlan::Current => return Ok(false),
+            MirrorPlan::Current => {
+                return Ok((false, existing.as_ref().map(uids).unwrap_or_default()));
+            }
             MirrorPlan::Foreign(message) => {
                 tracing::warn!(namespace, secret = %name, identity, "a Secret that is not a credentials mirror holds the mirror's name");
                 return Err(message);
             }
             MirrorPlan::Create(s) => match secrets.create(&post_params(), &s).await {
-                Ok(_) => return Ok(true),
+                Ok(_) => return Ok((true, uids(&s))),
                 // Another user created it first: read it again.
                 Err(e) if is_code(&e, 409) => continue,
                 Err(e) => return Err(failed("creating", &e)),
             },
             MirrorPlan::Replace(s) => match secrets.replace(&name, &post_params(), &s).await {
-                Ok(_) => return Ok(false),
+                Ok(_) => return Ok((false, uids(&s))),
                 Err(e) if is_code(&e, 409) || is_code(&e, 404) => continue,
                 Err(e) => return Err(failed("updating", &e)),
             },

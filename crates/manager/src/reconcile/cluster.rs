@@ -22,6 +22,7 @@ use super::next_op;
 use super::pass;
 use super::plan_flow;
 use super::plans;
+use super::quiet;
 use super::routing::{self, Dependency, Dependent};
 use super::workload::Workload;
 use super::{Context, Error};
@@ -144,11 +145,15 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
     let ctx = &*ctx;
     let now = SystemTime::now();
     let ns = obj.namespace().unwrap_or_default();
+    record_dependencies(ctx, obj);
+    let eff = effective::cluster(&obj.spec, &ctx.config.defaults);
+    if let Some(action) = quiet::resync(ctx, obj, obj.spec.workspace.identity_ref.as_ref()).await? {
+        return Ok(action);
+    }
+    quiet::unsettle(ctx, obj);
     ctx.passes
         .count(kinds::TERRAFORM_CLUSTER, &ns, &obj.name_any());
-    record_dependencies(ctx, obj);
     let cluster = owner_cluster(ctx, obj).await?;
-    let eff = effective::cluster(&obj.spec, &ctx.config.defaults);
     let settings = settings(obj, cluster.as_ref(), &eff);
     let mut pass = match common::open(ctx, obj, &settings, now).await? {
         common::Opening::Done(action) => return Ok(action),

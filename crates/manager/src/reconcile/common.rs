@@ -62,6 +62,8 @@ pub struct OpenPass {
     pub active: Option<JobRecord>,
     pub shared: PassSettings,
     pub credentials_secret: Option<String>,
+    /// The credentials verdict of the pass; `None` when it checked none.
+    pub credentials: Option<super::credentials::Verdict>,
     /// The state as read at the opening of a deleting object's pass.
     early_state: Option<Result<StateSummary, StateError>>,
     /// Whether the object carries the block-move annotation now.
@@ -390,12 +392,16 @@ pub async fn open<K: Workload>(
         draft.set(conditions::DEPENDENCIES_READY, &dependencies_ready());
     }
     let mut credentials_secret = None;
+    let mut credentials = None;
     // A deletion under Retain runs no Job: it needs no credentials.
     let runs_no_job = paused || (deleting && shared.retain);
     if !runs_no_job {
         // Credentials and the runner's RBAC, every pass for a live object.
         match super::credentials::check(ctx, obj, shared.identity.as_ref(), &mut draft).await? {
-            super::credentials::Verdict::Ready(secret) => credentials_secret = secret,
+            super::credentials::Verdict::Ready(secret) => {
+                credentials = Some(super::credentials::Verdict::Ready(secret.clone()));
+                credentials_secret = secret;
+            }
             super::credentials::Verdict::Blocked => {
                 let booked = bookkeep(ctx, obj, &loaded, &mut draft, &policy(shared)).await?;
                 set_ready(&mut draft, obj.provisioned(), pool);
@@ -431,6 +437,7 @@ pub async fn open<K: Workload>(
         active,
         shared: shared.clone(),
         credentials_secret,
+        credentials,
         early_state,
         block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
         deleting,
@@ -527,13 +534,25 @@ async fn retained_elsewhere<K: Workload>(
 
 /// The runner's ServiceAccount and RoleBinding in `ns`, applied at most
 /// once per sync period (a converged pass writes nothing).
-async fn ensure_rbac(ctx: &Context, ns: &str) -> Result<(), kube::Error> {
-    let now = std::time::Instant::now();
-    if ctx.rbac_ensured.fresh(ns, now).is_some() {
+pub(super) async fn ensure_rbac(ctx: &Context, ns: &str) -> Result<(), kube::Error> {
+    if ctx
+        .rbac_ensured
+        .fresh(ns, std::time::Instant::now())
+        .is_some()
+    {
+        return Ok(());
+    }
+    let _writer = ctx.rbac_ensured.writer(ns).await;
+    if ctx
+        .rbac_ensured
+        .fresh(ns, std::time::Instant::now())
+        .is_some()
+    {
         return Ok(());
     }
     ensure_runner_rbac(&ctx.client, ns).await?;
-    ctx.rbac_ensured.put(ns.to_owned(), (), now);
+    ctx.rbac_ensured
+        .put(ns.to_owned(), (), std::time::Instant::now());
     Ok(())
 }
 

@@ -16,6 +16,7 @@ use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
+use super::quiet::QuietPasses;
 use super::routing::{self, ChangeFilter, Dependency, Dependents};
 use super::watches;
 use super::workload::Workload;
@@ -72,6 +73,32 @@ pub fn variable_sources() -> watcher::Config {
 
 fn managed_jobs() -> watcher::Config {
     watcher::Config::default().labels(&format!("{}=true", labels::MANAGED))
+}
+
+/// The objects an event wakes: the quiet passes they stood on no longer
+/// hold, so their next pass reads everything again (see `quiet`).
+fn wake<K: Resource<DynamicType = ()>>(
+    quiet: &QuietPasses,
+    kind: &str,
+    refs: Vec<ObjectRef<K>>,
+) -> Vec<ObjectRef<K>> {
+    for r in &refs {
+        let ns = r.namespace.as_deref().unwrap_or_default();
+        quiet.forget(&super::quiet::key(kind, ns, &r.name));
+    }
+    refs
+}
+
+/// The objects of `kind` that own `meta` (Jobs, TerraformPlans).
+fn owners<K: Resource<DynamicType = ()>>(
+    meta: &kube::api::ObjectMeta,
+    kind: &str,
+) -> Vec<ObjectRef<K>> {
+    let ns = meta.namespace.clone().unwrap_or_default();
+    routing::owners_of_kind(meta, kind)
+        .into_iter()
+        .map(|name| ObjectRef::new(name).within(&ns))
+        .collect()
 }
 
 /// The dependents of `kind` an event on `dep` wakes, as controller refs.
@@ -278,24 +305,43 @@ pub async fn run_clusters(
     let by_cluster = store.clone();
     let identity_ctx = ctx.clone();
     let metrics = ctx.metrics.clone();
+    let q = ctx.quiet.clone();
+    let (q1, q2, q3, q4, q5, q6, q7) = (
+        q.clone(),
+        q.clone(),
+        q.clone(),
+        q.clone(),
+        q.clone(),
+        q.clone(),
+        q.clone(),
+    );
     Controller::for_stream(own, store.clone())
         .with_config(controller_config(ctx.config.concurrency.clusters))
-        .owns_stream(job_stream(&ctx, CLUSTERS))
-        .owns(api::<TerraformPlan>(&ctx), watcher::Config::default())
+        .watches_stream(job_stream(&ctx, CLUSTERS), move |job| {
+            wake(&q, kind, owners::<TerraformCluster>(&job.metadata, kind))
+        })
+        .watches(
+            api::<TerraformPlan>(&ctx),
+            watcher::Config::default(),
+            move |plan| wake(&q1, kind, owners::<TerraformCluster>(&plan.metadata, kind)),
+        )
         .watches_stream(managed_secret_stream(&ctx, CLUSTERS), move |s| {
-            managed_secret_owners::<TerraformCluster>(&d1, &s, kind)
+            wake(&q2, kind, managed_secret_owners(&d1, &s, kind))
         })
         .watches_stream(
             variables_stream::<ConfigMap>(&ctx, CLUSTERS, "configmaps"),
-            move |c| variables_users::<TerraformCluster>(&d2, &c.metadata, false, kind),
+            move |c| wake(&q3, kind, variables_users(&d2, &c.metadata, false, kind)),
         )
         .watches_stream(
             variables_stream::<Secret>(&ctx, CLUSTERS, "variables-secrets"),
-            move |s| variables_users::<TerraformCluster>(&d3, &s.metadata, true, kind),
+            move |s| wake(&q4, kind, variables_users(&d3, &s.metadata, true, kind)),
         )
         .watches_stream_with(
             clusters,
-            |c| infrastructure_ref::<TerraformCluster>(&c, kinds::TERRAFORM_CLUSTER),
+            move |c| {
+                let refs = infrastructure_ref::<TerraformCluster>(&c, kind);
+                wake(&q5, kind, refs.into_iter().collect())
+            },
             cluster_ar.clone(),
         )
         .watches_stream(pools_gone, move |pool| {
@@ -303,18 +349,19 @@ pub async fn run_clusters(
                 return Vec::new();
             };
             let ns = pool.namespace();
-            by_cluster
+            let refs = by_cluster
                 .state()
                 .into_iter()
                 .filter(|tc| tc.namespace() == ns && routing::names_cluster(&tc.metadata, &cluster))
                 .map(|tc| ObjectRef::from_obj(&*tc))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            wake(&q6, kind, refs)
         })
         .watches_stream(identities, move |identity| {
             // Every cluster using the identity checks it again.
             let name = identity.name_any();
             super::credentials::forget_identity_users(&identity_ctx.credentials_ensured, &name);
-            store
+            let refs = store
                 .state()
                 .into_iter()
                 .filter(|tc| {
@@ -323,7 +370,8 @@ pub async fn run_clusters(
                     })
                 })
                 .map(|tc| ObjectRef::from_obj(&*tc))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            wake(&q7, kind, refs)
         })
         .graceful_shutdown_on(shutdown)
         .run(
@@ -345,12 +393,12 @@ pub async fn run_pools(
     let cluster_writer = Writer::new(cluster_ar.clone());
     let tc_writer = Writer::<TerraformCluster>::default();
     let secret_writer = Writer::<Secret>::default();
-    let _ = ctx.pool_stores.set(watches::PoolStores {
-        machine_pools: mp_writer.as_reader(),
-        clusters: cluster_writer.as_reader(),
-        terraform_clusters: tc_writer.as_reader(),
-        bootstrap_secrets: secret_writer.as_reader(),
-    });
+    let _ = ctx.pool_stores.set(watches::PoolStores::new(
+        mp_writer.as_reader(),
+        cluster_writer.as_reader(),
+        tc_writer.as_reader(),
+        secret_writer.as_reader(),
+    ));
     let kind = kinds::TERRAFORM_MACHINE_POOL;
     let (own, store) = own_stream::<TerraformMachinePool>(&ctx, POOLS);
     let machine_pools = watches::filtered(
@@ -392,28 +440,47 @@ pub async fn run_pools(
     let d = ctx.dependents.clone();
     let metrics = ctx.metrics.clone();
     let (d1, d2, d3, d4, d5, d6) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone(), d);
+    let q = ctx.quiet.clone();
+    let (q1, q2, q3, q4, q5, q6, q7) = (
+        q.clone(),
+        q.clone(),
+        q.clone(),
+        q.clone(),
+        q.clone(),
+        q.clone(),
+        q.clone(),
+    );
     Controller::for_stream(own, store)
         .with_config(controller_config(ctx.config.concurrency.machine_pools))
-        .owns_stream(job_stream(&ctx, POOLS))
+        .watches_stream(job_stream(&ctx, POOLS), move |job| {
+            wake(
+                &q,
+                kind,
+                owners::<TerraformMachinePool>(&job.metadata, kind),
+            )
+        })
         .watches_stream(managed_secret_stream(&ctx, POOLS), move |s| {
-            managed_secret_owners::<TerraformMachinePool>(&d1, &s, kind)
+            wake(&q1, kind, managed_secret_owners(&d1, &s, kind))
         })
         .watches_stream(
             variables_stream::<ConfigMap>(&ctx, POOLS, "configmaps"),
-            move |c| variables_users::<TerraformMachinePool>(&d2, &c.metadata, false, kind),
+            move |c| wake(&q2, kind, variables_users(&d2, &c.metadata, false, kind)),
         )
         .watches_stream(
             variables_stream::<Secret>(&ctx, POOLS, "variables-secrets"),
-            move |s| variables_users::<TerraformMachinePool>(&d3, &s.metadata, true, kind),
+            move |s| wake(&q3, kind, variables_users(&d3, &s.metadata, true, kind)),
         )
         .watches_stream(bootstrap, move |s| {
             // A bootstrap data rotation wakes the pools whose MachinePool
             // names the Secret.
-            variables_users::<TerraformMachinePool>(&d4, &s.metadata, true, kind)
+            wake(&q4, kind, variables_users(&d4, &s.metadata, true, kind))
         })
         .watches_stream_with(
             machine_pools,
-            |mp| infrastructure_ref::<TerraformMachinePool>(&mp, kind),
+            move |mp| {
+                let refs = infrastructure_ref::<TerraformMachinePool>(&mp, kind);
+                wake(&q5, kind, refs.into_iter().collect())
+            },
             mp_ar,
         )
         .watches_stream_with(
@@ -423,7 +490,7 @@ pub async fn run_pools(
                     namespace: c.namespace().unwrap_or_default(),
                     name: c.name_any(),
                 };
-                refs::<TerraformMachinePool>(&d5, &dep, kind)
+                wake(&q6, kind, refs(&d5, &dep, kind))
             },
             cluster_ar,
         )
@@ -433,7 +500,7 @@ pub async fn run_pools(
                 namespace: tc.namespace().unwrap_or_default(),
                 name: tc.name_any(),
             };
-            refs::<TerraformMachinePool>(&d6, &dep, kind)
+            wake(&q7, kind, refs(&d6, &dep, kind))
         })
         .graceful_shutdown_on(shutdown)
         .run(

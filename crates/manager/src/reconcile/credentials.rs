@@ -21,26 +21,31 @@ pub enum Verdict {
     Blocked,
 }
 
-/// A check that let Jobs start, remembered for the sync period so a
-/// converged pass neither reads the identity again nor rewrites the mirror.
+/// A check that let Jobs start, remembered for the sync period per
+/// namespace and identity: one check reads the identity, its Secret and
+/// the mirror for every object of the namespace that uses it, and a
+/// converged pass neither reads them again nor rewrites the mirror.
 #[derive(Debug, Clone)]
 pub struct Checked {
     identity_allowed: ConditionValue,
     credentials_mirrored: ConditionValue,
     secret: Option<String>,
+    /// The objects the mirror named as owners after the check: the memo
+    /// answers only for them (a new user puts itself on the mirror first).
+    mirror_owners: std::collections::BTreeSet<String>,
 }
 
-/// The memo key: the object (by UID) and the identity it uses, so a
-/// changed identityRef is checked at once.
-fn memo_key<K: Workload>(obj: &K, identity: Option<&IdentityReference>) -> String {
-    format!(
-        "{}/{}/{}/{}|{:?}",
-        K::KIND.kind(),
-        obj.namespace().unwrap_or_default(),
-        obj.name_any(),
-        obj.uid().unwrap_or_default(),
-        identity.map(|i| (&i.kind, &i.name))
-    )
+impl Checked {
+    /// Whether the check holds for the object with `uid`.
+    fn covers(&self, uid: &str) -> bool {
+        self.mirror_owners.is_empty() || self.mirror_owners.contains(uid)
+    }
+}
+
+/// The memo key: the namespace and the identity, so a changed identityRef
+/// is checked at once.
+fn memo_key(namespace: &str, identity: Option<&IdentityReference>) -> String {
+    format!("{namespace}|{:?}", identity.map(|i| (&i.kind, &i.name)))
 }
 
 /// An identity changed: every object using it checks again.
@@ -50,30 +55,49 @@ pub fn forget_identity_users(memo: &super::ensured::Ensured<Checked>, identity: 
 }
 
 /// Checks the identity and keeps the mirror, unless that was done within
-/// the sync period with the same outcome (then the conditions repeat it).
+/// the sync period for this namespace and identity with the object on the
+/// mirror (then the conditions repeat the check).
 pub async fn check<K: Workload>(
     ctx: &Context,
     obj: &K,
     identity: Option<&IdentityReference>,
     draft: &mut Draft,
 ) -> Result<Verdict, Error> {
-    let key = memo_key(obj, identity);
-    let now = std::time::Instant::now();
-    if let Some(c) = ctx.credentials_ensured.fresh(&key, now) {
-        if identity.is_none() {
-            draft.remove(conditions::IDENTITY_ALLOWED);
-            draft.remove(conditions::CREDENTIALS_MIRRORED);
-        } else {
-            draft.set(conditions::IDENTITY_ALLOWED, &c.identity_allowed);
-            draft.set(conditions::CREDENTIALS_MIRRORED, &c.credentials_mirrored);
-        }
-        return Ok(Verdict::Ready(c.secret));
+    let key = memo_key(&obj.namespace().unwrap_or_default(), identity);
+    let uid = obj.uid().unwrap_or_default();
+    let remembered = || {
+        ctx.credentials_ensured
+            .fresh(&key, std::time::Instant::now())
+            .filter(|c| c.covers(&uid))
+    };
+    if let Some(c) = remembered() {
+        return Ok(repeat(&c, identity, draft));
+    }
+    let _writer = ctx.credentials_ensured.writer(&key).await;
+    if let Some(c) = remembered() {
+        return Ok(repeat(&c, identity, draft));
     }
     let (verdict, checked) = check_now(ctx, obj, identity, draft).await?;
-    if let Some(c) = checked {
-        ctx.credentials_ensured.put(key, c, now);
+    match checked {
+        Some(c) => ctx
+            .credentials_ensured
+            .put(key, c, std::time::Instant::now()),
+        // A blocked check is repeated by every user until it clears.
+        None => ctx.credentials_ensured.forget(&key),
     }
     Ok(verdict)
+}
+
+/// The remembered check, repeated on the draft.
+fn repeat(c: &Checked, identity: Option<&IdentityReference>, draft: &mut Draft) -> Verdict {
+    if identity.is_none() {
+        draft.remove(conditions::IDENTITY_ALLOWED);
+        draft.remove(conditions::CREDENTIALS_MIRRORED);
+    } else {
+        draft.set(conditions::IDENTITY_ALLOWED, &c.identity_allowed);
+        draft.set(conditions::CREDENTIALS_MIRRORED, &c.credentials_mirrored);
+    }
+    Verdict::Ready(c.secret.clone())
 }
 
 async fn check_now<K: Workload>(
@@ -100,6 +124,7 @@ async fn check_now<K: Workload>(
         identity_allowed: creds.identity_allowed.clone(),
         credentials_mirrored: creds.credentials_mirrored.clone(),
         secret: creds.secret.clone(),
+        mirror_owners: creds.mirror_owners.iter().cloned().collect(),
     };
     if identity.is_none() {
         draft.remove(conditions::IDENTITY_ALLOWED);
@@ -122,9 +147,10 @@ async fn check_now<K: Workload>(
 /// goes with its last user).
 pub async fn forget_object<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
-    let uid = obj.uid().unwrap_or_default();
+    // The mirrors of the namespace lose an owner: their next user checks.
+    let prefix = format!("{ns}|");
     ctx.credentials_ensured
-        .forget_where(|k| k.split('|').next().is_some_and(|o| o.ends_with(&uid)));
+        .forget_where(|k| k.starts_with(&prefix));
     for e in release_credentials(&ctx.client, &ns, &obj.owner_reference()).await? {
         event(ctx, obj, false, e.reason(), "Credentials", e.note()).await;
     }
@@ -163,10 +189,11 @@ mod tests {
                 message: String::new(),
             },
             secret: Some("captf-creds-a".into()),
+            mirror_owners: ["uid-a".to_owned()].into(),
         };
-        let (a, ra) = pool("a", "team-a");
-        let (b, rb) = pool("b", "team-b");
-        let (ka, kb) = (memo_key(&a, Some(&ra)), memo_key(&b, Some(&rb)));
+        let (_, ra) = pool("a", "team-a");
+        let (_, rb) = pool("b", "team-b");
+        let (ka, kb) = (memo_key("ns", Some(&ra)), memo_key("ns", Some(&rb)));
         memo.put(ka.clone(), checked.clone(), now);
         memo.put(kb.clone(), checked, now);
         forget_identity_users(&memo, "team-a");
@@ -181,8 +208,38 @@ mod tests {
         let (_, other) = pool("a", "team-c");
         assert_ne!(
             ka,
-            memo_key(&a, Some(&other)),
+            memo_key("ns", Some(&other)),
             "a changed identityRef is a new key"
+        );
+    }
+
+    #[test]
+    fn a_check_answers_for_the_mirror_owners_only() {
+        let (a, _) = pool("a", "team-a");
+        let (b, _) = pool("b", "team-a");
+        let value = |status: &'static str| ConditionValue {
+            status,
+            reason: "R",
+            message: String::new(),
+        };
+        let checked = Checked {
+            identity_allowed: value("True"),
+            credentials_mirrored: value("True"),
+            secret: Some("captf-creds-team-a".into()),
+            mirror_owners: ["uid-a".to_owned()].into(),
+        };
+        assert!(checked.covers(&a.uid().unwrap()));
+        assert!(
+            !checked.covers(&b.uid().unwrap()),
+            "a new user of the identity puts itself on the mirror first"
+        );
+        let local = Checked {
+            mirror_owners: Default::default(),
+            ..checked
+        };
+        assert!(
+            local.covers(&b.uid().unwrap()),
+            "no mirror (a local Secret): the check holds for the namespace"
         );
     }
 }

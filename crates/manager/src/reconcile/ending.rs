@@ -44,6 +44,10 @@ pub async fn close<K: Workload>(
     set_ready(&mut p.draft, provisioned, pool);
     pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
     export_gauges(ctx, obj, p);
+    if p.active.is_none() && !p.deleting() {
+        // Nothing runs: the resyncs until `requeue` may stand on this pass.
+        super::quiet::settle(ctx, obj, requeue, p.credentials.clone());
+    }
     let after = requeue
         .unwrap_or(ctx.config.sync_period)
         .min(ctx.config.sync_period);

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct Ensured<V: Clone> {
     entries: Arc<Mutex<HashMap<String, (Instant, V)>>>,
+    /// One lock per key, so the passes that find an entry stale at the
+    /// same moment (resyncs come together) make it right once, not each.
+    writers: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
     ttl: Duration,
 }
 
@@ -19,8 +22,22 @@ impl<V: Clone> Ensured<V> {
     pub fn new(ttl: Duration) -> Self {
         Ensured {
             entries: Arc::new(Mutex::new(HashMap::new())),
+            writers: Arc::new(Mutex::new(HashMap::new())),
             ttl,
         }
+    }
+
+    /// Waits for the right to make `key` right: the holder checks `fresh`
+    /// again (another pass may have just done it), then writes and `put`s.
+    pub async fn writer(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = self
+            .writers
+            .lock()
+            .expect("the ensured writers")
+            .entry(key.to_owned())
+            .or_default()
+            .clone();
+        lock.lock_owned().await
     }
 
     /// The value ensured for `key`, unless it is older than the ttl at `now`.
@@ -78,5 +95,30 @@ mod tests {
         assert_eq!(e.fresh("ns-a", t0), None);
         e.forget_where(|k| k.ends_with("-b"));
         assert_eq!(e.fresh("ns-b", t0), None);
+    }
+
+    #[tokio::test]
+    async fn passes_finding_an_entry_stale_together_write_it_once() {
+        let e: Ensured<u32> = Ensured::new(Duration::from_secs(600));
+        let writes = Arc::new(Mutex::new(0));
+        let pass = |e: Ensured<u32>, writes: Arc<Mutex<u32>>| async move {
+            if e.fresh("ns-a", Instant::now()).is_some() {
+                return;
+            }
+            let _w = e.writer("ns-a").await;
+            if e.fresh("ns-a", Instant::now()).is_some() {
+                return;
+            }
+            tokio::task::yield_now().await;
+            *writes.lock().unwrap() += 1;
+            e.put("ns-a".into(), 1, Instant::now());
+        };
+        let passes: Vec<_> = (0..8)
+            .map(|_| tokio::spawn(pass(e.clone(), writes.clone())))
+            .collect();
+        for p in passes {
+            p.await.unwrap();
+        }
+        assert_eq!(*writes.lock().unwrap(), 1);
     }
 }

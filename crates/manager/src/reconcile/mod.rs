@@ -20,6 +20,7 @@ pub mod plan_flow;
 pub mod plans;
 pub mod pool;
 pub mod pool_outputs;
+pub mod quiet;
 pub mod retain;
 pub mod routing;
 pub mod status;
@@ -98,8 +99,12 @@ pub struct Context {
     pub credentials_ensured: ensured::Ensured<credentials::Checked>,
     /// The caches the pool passes read (set when the pool controller runs).
     pub pool_stores: std::sync::OnceLock<watches::PoolStores>,
-    /// Passes run per object (tests and the benchmark read it).
+    /// Objects whose last pass was quiet (see `quiet`).
+    pub quiet: quiet::QuietPasses,
+    /// Full passes run per object (tests and the benchmark read it).
     pub passes: PassCounter,
+    /// Resyncs that a quiet pass answered, per object.
+    pub quiet_passes: PassCounter,
 }
 
 /// Passes per object, keyed `Kind/namespace/name`.
@@ -148,7 +153,9 @@ impl Context {
             rbac_ensured: ensured::Ensured::new(ttl),
             credentials_ensured: ensured::Ensured::new(ttl),
             pool_stores: std::sync::OnceLock::new(),
+            quiet: quiet::memo(ttl),
             passes: PassCounter::default(),
+            quiet_passes: PassCounter::default(),
         }
     }
 }

@@ -21,6 +21,7 @@ use super::exports::{self, Built, ExportsGuard};
 use super::next_op;
 use super::pass;
 use super::pool_outputs;
+use super::quiet;
 use super::routing::{self, Dependency, Dependent};
 use super::watches;
 use super::workload::Workload;
@@ -183,10 +184,15 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     let ctx = &*ctx;
     let now = SystemTime::now();
     let ns = obj.namespace().unwrap_or_default();
+    let deps = dependencies(ctx, obj).await?;
+    let settings = settings(ctx, obj, &deps);
+    if let Some(action) = quiet::resync(ctx, obj, settings.identity.as_ref()).await? {
+        return Ok(action);
+    }
+    quiet::unsettle(ctx, obj);
     ctx.passes
         .count(kinds::TERRAFORM_MACHINE_POOL, &ns, &obj.name_any());
-    let deps = dependencies(ctx, obj).await?;
-    let mut pass = match common::open(ctx, obj, &settings(ctx, obj, &deps), now).await? {
+    let mut pass = match common::open(ctx, obj, &settings, now).await? {
         common::Opening::Done(action) => return Ok(action),
         common::Opening::Continue(p) => p,
     };

@@ -98,16 +98,39 @@ pub struct PoolStores {
     pub clusters: Store<DynamicObject>,
     pub terraform_clusters: Store<TerraformCluster>,
     pub bootstrap_secrets: Store<Secret>,
+    listed: std::sync::Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl PoolStores {
+    pub fn new(
+        machine_pools: Store<DynamicObject>,
+        clusters: Store<DynamicObject>,
+        terraform_clusters: Store<TerraformCluster>,
+        bootstrap_secrets: Store<Secret>,
+    ) -> Self {
+        PoolStores {
+            machine_pools,
+            clusters,
+            terraform_clusters,
+            bootstrap_secrets,
+            listed: Default::default(),
+        }
+    }
+
     /// Waits until every store has listed once (a pass must not mistake a
-    /// store still filling for a missing owner).
+    /// store still filling for a missing owner). One pass waits on the
+    /// stores and the others on it: a store's readiness wakes only the
+    /// last of several tasks waiting on it at once, so passes starting
+    /// together (a restart) would otherwise wait forever.
     pub async fn ready(&self) {
-        let _ = self.machine_pools.wait_until_ready().await;
-        let _ = self.clusters.wait_until_ready().await;
-        let _ = self.terraform_clusters.wait_until_ready().await;
-        let _ = self.bootstrap_secrets.wait_until_ready().await;
+        self.listed
+            .get_or_init(|| async {
+                let _ = self.machine_pools.wait_until_ready().await;
+                let _ = self.clusters.wait_until_ready().await;
+                let _ = self.terraform_clusters.wait_until_ready().await;
+                let _ = self.bootstrap_secrets.wait_until_ready().await;
+            })
+            .await;
     }
 }
 
@@ -136,4 +159,46 @@ pub fn bootstrap_secrets() -> watcher::Config {
 /// metadata only: their content never enters a cache.
 pub fn managed_secrets() -> watcher::Config {
     watcher::Config::default().labels(&format!("{}=true", captf_api::names::labels::MANAGED))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn every_pass_waiting_for_the_stores_goes_on_once_they_listed() {
+        let mut mp = Writer::new(crate::capi::machine_pool_resource());
+        let mut clusters = Writer::new(crate::capi::cluster_resource());
+        let mut tcs = Writer::<TerraformCluster>::default();
+        let mut secrets = Writer::<Secret>::default();
+        let stores = PoolStores::new(
+            mp.as_reader(),
+            clusters.as_reader(),
+            tcs.as_reader(),
+            secrets.as_reader(),
+        );
+        // Ten passes start together, as they do after a restart.
+        let waiting: Vec<_> = (0..10)
+            .map(|_| {
+                let s = stores.clone();
+                tokio::spawn(async move { s.ready().await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            waiting.iter().all(|w| !w.is_finished()),
+            "no store has listed yet"
+        );
+        mp.apply_watcher_event(&Event::InitDone);
+        clusters.apply_watcher_event(&Event::InitDone);
+        tcs.apply_watcher_event(&Event::InitDone);
+        secrets.apply_watcher_event(&Event::InitDone);
+        for w in waiting {
+            tokio::time::timeout(Duration::from_secs(5), w)
+                .await
+                .expect("a pass waiting for the stores goes on")
+                .unwrap();
+        }
+    }
 }

@@ -112,8 +112,10 @@ pub struct Manager {
     /// What the controllers counted (the `/metrics` body).
     #[allow(dead_code)]
     pub metrics: captf_manager::metrics::Metrics,
-    /// Passes run per object.
+    /// Full passes run per object.
     pub passes: captf_manager::reconcile::PassCounter,
+    /// Resyncs a quiet pass answered, per object.
+    pub quiet_passes: captf_manager::reconcile::PassCounter,
 }
 
 impl Drop for Manager {
@@ -123,6 +125,15 @@ impl Drop for Manager {
 }
 
 pub fn start_manager(client: kube::Client, namespace: &str) -> Manager {
+    start_manager_with(client, namespace, |_| {})
+}
+
+/// The controllers with the test's `Config` changes.
+pub fn start_manager_with(
+    client: kube::Client,
+    namespace: &str,
+    configure: impl FnOnce(&mut Config),
+) -> Manager {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
@@ -131,15 +142,18 @@ pub fn start_manager(client: kube::Client, namespace: &str) -> Manager {
         .try_init();
     let mut config = Config::new(manager_ref(namespace));
     config.namespace = Some(namespace.to_owned());
+    configure(&mut config);
     let ctx = Arc::new(Context::new(client, config));
     let metrics = ctx.metrics.clone();
     let passes = ctx.passes.clone();
+    let quiet_passes = ctx.quiet_passes.clone();
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(controllers::run_all(ctx, rx));
     Manager {
         stop: tx,
         metrics,
         passes,
+        quiet_passes,
     }
 }
 
