@@ -43,6 +43,9 @@ pub struct Args {
     /// The manager's --drift-default-interval.
     #[arg(long, default_value = "30m", value_parser = bins::parse_duration)]
     drift_interval: Duration,
+    /// The manager's --sync-period (every object is resynced this often).
+    #[arg(long, default_value = "600s", value_parser = bins::parse_duration)]
+    sync_period: Duration,
     /// How long the converged window lasts.
     #[arg(long, default_value = "120s", value_parser = bins::parse_duration)]
     measure: Duration,
@@ -231,6 +234,7 @@ fn start_manager(
             "--drift-default-interval={}s",
             args.drift_interval.as_secs()
         ),
+        format!("--sync-period={}s", args.sync_period.as_secs()),
         format!("--kube-api-qps={}", args.kube_api_qps),
         format!("--kube-api-burst={}", args.kube_api_burst),
         format!("--terraformmachinepool-concurrency={}", args.concurrency),
