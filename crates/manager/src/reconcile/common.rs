@@ -83,6 +83,26 @@ impl OpenPass {
     }
 }
 
+#[cfg(test)]
+impl OpenPass {
+    /// A pass past its opening stages, for tests of the stages after them.
+    pub fn for_plan_tests(draft: Draft, loaded: Loaded, shared: PassSettings, pool: bool) -> Self {
+        OpenPass {
+            draft,
+            loaded,
+            booked: Bookkept::default(),
+            active: None,
+            shared,
+            credentials_secret: None,
+            credentials: Some(super::credentials::Verdict::Ready(None)),
+            early_state: None,
+            block_move: false,
+            deleting: false,
+            pool,
+        }
+    }
+}
+
 /// How the opening stages ended: the pass is done (an early exit of the
 /// preamble), or it continues with what they read and decided.
 pub enum Opening {
@@ -183,7 +203,27 @@ pub async fn variables<K: Workload>(
     obj: &K,
     role: captf_contract::Role,
 ) -> Result<Result<captf_contract::UserVariables, ConditionValue>, Error> {
-    use crate::adapters::variables::{SourceData, merge};
+    let sources = variable_sources(ctx, obj).await?;
+    Ok(crate::adapters::variables::merge(
+        role,
+        obj.workspace().variables.as_ref(),
+        &sources,
+    ))
+}
+
+/// The sources read for the variables.
+pub type VariableSources = Vec<(
+    captf_api::common::VariablesSource,
+    Option<crate::adapters::variables::SourceData>,
+)>;
+
+/// The object's `variablesFrom` sources, read live; one without the
+/// `captf.io/variables=true` label reads as missing.
+pub async fn variable_sources<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+) -> Result<VariableSources, Error> {
+    use crate::adapters::variables::SourceData;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     let ns = obj.namespace().unwrap_or_default();
     let labeled = |labels: Option<&std::collections::BTreeMap<String, String>>| {
@@ -229,7 +269,7 @@ pub async fn variables<K: Workload>(
         };
         sources.push((source.clone(), data));
     }
-    Ok(merge(role, obj.workspace().variables.as_ref(), &sources))
+    Ok(sources)
 }
 
 /// `OutputsValid` from a decoder's verdict.

@@ -125,8 +125,7 @@ fn recorded_exports(r: &InputsRecord) -> Option<Value> {
 /// guard and, while a change is held, the inputs to render instead: the
 /// exports last applied in place of the current ones.
 #[allow(clippy::too_many_arguments)]
-pub async fn apply_guard(
-    ctx: &Context,
+pub fn plan_guard(
     obj: &TerraformMachinePool,
     p: &mut OpenPass,
     built: &Built,
@@ -134,7 +133,8 @@ pub async fn apply_guard(
     applied: Option<&InputsRecord>,
     attempt: Option<&InputsRecord>,
     ever_applied: bool,
-) -> Result<(ExportsGuard, Option<Built>), Error> {
+) -> Result<GuardPlan, Error> {
+    let mut writes = Vec::new();
     let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
     let from_applied = applied.and_then(|r| {
         let value = recorded_exports(r)?;
@@ -232,19 +232,9 @@ pub async fn apply_guard(
         partial,
     };
     if let Some(a) = attempt.filter(|a| a.exports != record && !p.deleting()) {
-        let ns = obj.namespace().unwrap_or_default();
-        let name = obj.name_any();
         let mut next = a.clone();
         next.exports = record.clone();
-        write_record(
-            &ctx.client,
-            &ns,
-            &attempt_record_name(TerraformMachinePool::KIND, &name),
-            &next,
-            &obj.owner_reference(),
-            record_labels(TerraformMachinePool::KIND, &name),
-        )
-        .await?;
+        writes.push(GuardWrite::AttemptRecord(Box::new(next)));
     }
 
     if waiting {
@@ -278,15 +268,7 @@ pub async fn apply_guard(
             p.draft.set(conditions::APPLY_JOB_SUCCEEDED, &c);
         }
         if approved_by.is_some() && !p.deleting() {
-            let api: Api<TerraformMachinePool> =
-                Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-            let patch = json!({"metadata": {"annotations": {annotations::APPROVE_DESTRUCTIVE_PLAN: Value::Null}}});
-            api.patch(
-                &obj.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+            writes.push(GuardWrite::ConsumeApproval);
         }
     }
 
@@ -298,13 +280,57 @@ pub async fn apply_guard(
         }
         _ => (None, current_exports_hash),
     };
-    Ok((
-        ExportsGuard {
+    Ok(GuardPlan {
+        guard: ExportsGuard {
             verdict: v,
             approval_hash: approval,
             rendered_exports_hash,
             record,
         },
         held,
-    ))
+        writes,
+    })
+}
+
+/// What the guard decided for this pass: its verdict, the inputs it holds
+/// the pool on (the exports last applied) if any, and its writes.
+pub struct GuardPlan {
+    pub guard: ExportsGuard,
+    pub held: Option<Built>,
+    pub writes: Vec<GuardWrite>,
+}
+
+/// A write the guard asks for, made before the pass's Job start and status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GuardWrite {
+    /// The attempt record with the exports fields as they read now.
+    AttemptRecord(Box<InputsRecord>),
+    /// The `captf.io/approve-destructive-plan` annotation is used up.
+    ConsumeApproval,
+}
+
+/// Makes a guard write.
+pub async fn write(ctx: &Context, obj: &TerraformMachinePool, w: &GuardWrite) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    match w {
+        GuardWrite::AttemptRecord(next) => {
+            write_record(
+                &ctx.client,
+                &ns,
+                &attempt_record_name(TerraformMachinePool::KIND, &name),
+                next,
+                &obj.owner_reference(),
+                record_labels(TerraformMachinePool::KIND, &name),
+            )
+            .await?;
+        }
+        GuardWrite::ConsumeApproval => {
+            let api: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), &ns);
+            let patch = json!({"metadata": {"annotations": {annotations::APPROVE_DESTRUCTIVE_PLAN: Value::Null}}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+    }
+    Ok(())
 }

@@ -20,6 +20,7 @@ pub mod plan_flow;
 pub mod plans;
 pub mod pool;
 pub mod pool_outputs;
+pub mod pool_pass;
 pub mod quiet;
 pub mod retain;
 pub mod routing;

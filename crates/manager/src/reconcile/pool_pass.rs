@@ -1,0 +1,435 @@
+//! The pool's pass once its opening stages ran, as fetch → plan → execute.
+//!
+//! `fetch` reads what the rest of the pass needs, each object once: the
+//! pool's state and durable inputs records, its TerraformCluster's state
+//! (for the exports), and its variables sources. `plan` is pure (no client
+//! in its signature): outputs, write-back, inputs through their gates, the
+//! exports guard, the decision and the start request, as a status draft
+//! (in the pass), a list of effects and an ending. `execute` makes the
+//! effects in order and ends the pass (the Job start, then the status).
+
+use std::time::{Duration, SystemTime};
+
+use captf_api::TerraformMachinePool;
+use captf_api::names::{conditions, events};
+use captf_contract::Role;
+use captf_contract::outputs::RoleOutputs;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
+use super::ending;
+use super::exports::{self, Built, ExportsGuard, GuardWrite};
+use super::job_start::StartRequest;
+use super::next_op;
+use super::pass;
+use super::pool::Deps;
+use super::pool_outputs;
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::adapters::pool::{self as adapter, ClusterState, GateInput};
+use crate::capi;
+use crate::engine::decide::{Action as Decided, ApplyGate, Decision, Op};
+use crate::names::{WorkloadKind, state_suffix};
+use crate::state::reader::{StateError, StateSummary};
+
+/// How long a pool whose dependencies are missing waits before it looks
+/// again (their watch events usually come first).
+pub const DEPENDENCIES_REQUEUE: Duration = Duration::from_secs(15);
+
+/// What the pass read after its opening stages.
+pub struct PoolSnapshot {
+    pub stored: Stored,
+    /// The TerraformCluster's state, when there is one to read.
+    pub cluster_state: Option<Result<StateSummary, StateError>>,
+    pub sources: VariableSources,
+}
+
+/// Reads the snapshot: the state and records (reporting `StateReadable`),
+/// the cluster's state and the variables sources.
+pub async fn fetch(
+    ctx: &Context,
+    obj: &TerraformMachinePool,
+    p: &mut OpenPass,
+    deps: &Deps,
+) -> Result<PoolSnapshot, Error> {
+    let stored = common::read_stored(ctx, obj, p).await?;
+    let ns = obj.namespace().unwrap_or_default();
+    let cluster_state = match (&deps.mp, &deps.cluster, &deps.tc) {
+        (Some(_), Some(_), Some(tc)) => {
+            let suffix = state_suffix(WorkloadKind::Cluster, &ns, &tc.name_any());
+            Some(crate::io::state::read_state(&ctx.client, &ns, &suffix).await?)
+        }
+        _ => None,
+    };
+    let sources = common::variable_sources(ctx, obj).await?;
+    Ok(PoolSnapshot {
+        stored,
+        cluster_state,
+        sources,
+    })
+}
+
+/// A write the plan asks for, made in this order before the pass ends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PoolEffect {
+    /// `spec.providerID` / `spec.providerIDList` from the outputs.
+    PatchSpec(Value),
+    /// The MachinePool's replicas (autoscaling write-back).
+    PatchMachinePool {
+        name: String,
+        patch: Value,
+    },
+    Event {
+        warning: bool,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+    },
+    /// `OutputsValid` turned False for `reason` (a metric).
+    CountOutputsInvalid(&'static str),
+    Guard(GuardWrite),
+}
+
+/// How the pass ends.
+#[derive(Debug, Clone)]
+pub enum PoolEnding {
+    Close(Option<Duration>),
+    Start(Box<StartRequest>),
+    /// Deletion under Retain.
+    Retain,
+    /// The destroy succeeded: release and drop the finalizer.
+    Release,
+}
+
+/// What the plan made of the snapshot (the status draft is in the pass).
+#[derive(Debug)]
+pub struct PoolPlan {
+    pub effects: Vec<PoolEffect>,
+    pub decision: Option<Decision>,
+    pub ending: PoolEnding,
+}
+
+/// What the outputs told the plan.
+struct OutputsRead {
+    provisioned: bool,
+    health_pending: bool,
+    observed_replicas: Option<i32>,
+}
+
+/// The pool's plan over its snapshot.
+pub fn plan(
+    obj: &TerraformMachinePool,
+    p: &mut OpenPass,
+    deps: &Deps,
+    snap: &PoolSnapshot,
+    now: SystemTime,
+) -> Result<PoolPlan, Error> {
+    let mut effects = Vec::new();
+    let read = &snap.stored.read;
+    let outputs = plan_outputs(obj, p, read, &mut effects);
+    plan_write_back(p, deps, outputs.observed_replicas, &mut effects);
+    let built = plan_inputs(obj, p, deps, snap);
+    let (current, guard) = render_guarded(obj, p, built, &snap.stored, &mut effects)?;
+    let close = |effects, decision, requeue| PoolPlan {
+        effects,
+        decision,
+        ending: PoolEnding::Close(requeue),
+    };
+    if current.is_none() && !p.deleting() && !snap.stored.ever_applied {
+        // Nothing can run before the dependencies are there.
+        return Ok(close(effects, None, Some(DEPENDENCIES_REQUEUE)));
+    }
+    next_op::settle_adopted_state(p, read, current.as_ref());
+    let gate = guard.as_ref().map_or(ApplyGate::Open, ExportsGuard::gate);
+    let decision = next_op::decide_op(
+        obj,
+        p,
+        read,
+        current.as_ref(),
+        gate,
+        outputs.health_pending,
+        outputs.provisioned,
+        now,
+    );
+    let (op, remediation) = match decision.action {
+        Decided::Start {
+            op, remediation, ..
+        } => (op, remediation),
+        Decided::DropFinalizer => return Ok(ended(effects, decision, PoolEnding::Release)),
+        Decided::Retain => return Ok(ended(effects, decision, PoolEnding::Retain)),
+        _ => {
+            let requeue = decision.requeue;
+            return Ok(close(effects, Some(decision), requeue));
+        }
+    };
+    if op == Op::Apply && current.is_none() {
+        return Ok(close(effects, Some(decision), Some(DEPENDENCIES_REQUEUE)));
+    }
+    let stored = &snap.stored;
+    let request = next_op::start_request(
+        obj,
+        p,
+        read,
+        op,
+        remediation,
+        current.as_ref(),
+        stored.applied.as_ref(),
+        stored.attempt.as_ref(),
+    );
+    let Some(mut req) = request else {
+        let requeue = decision.requeue;
+        return Ok(close(effects, Some(decision), requeue));
+    };
+    if let (Op::Apply, Some(g)) = (op, &guard) {
+        g.prepare_apply(&mut req);
+    }
+    Ok(ended(effects, decision, PoolEnding::Start(Box::new(req))))
+}
+
+fn ended(effects: Vec<PoolEffect>, decision: Decision, ending: PoolEnding) -> PoolPlan {
+    PoolPlan {
+        effects,
+        decision: Some(decision),
+        ending,
+    }
+}
+
+/// The pool's outputs: provider IDs to the spec, replicas, instances,
+/// `OutputsValid`, the provisioned latch and `InfrastructureHealthy`.
+fn plan_outputs(
+    obj: &TerraformMachinePool,
+    p: &mut OpenPass,
+    read: &Result<StateSummary, StateError>,
+    effects: &mut Vec<PoolEffect>,
+) -> OutputsRead {
+    let mut out = OutputsRead {
+        provisioned: obj.provisioned(),
+        health_pending: false,
+        observed_replicas: obj.status.as_ref().and_then(|s| s.replicas),
+    };
+    if let Ok(state) = read {
+        let plan = pool_outputs::plan_outputs(obj, state, out.provisioned);
+        if let Some(patch) = &plan.spec_patch {
+            effects.push(PoolEffect::PatchSpec(patch.clone()));
+        }
+        if let (Some(replicas), Some(instances)) = (plan.replicas, &plan.instances) {
+            p.draft.field("replicas", replicas);
+            p.draft.field("instances", instances);
+            out.observed_replicas = Some(replicas);
+        }
+        let v = &plan.outputs_valid;
+        let before = obj.condition(conditions::OUTPUTS_VALID);
+        let again = before.is_some_and(|c| c.status == "False" && c.reason == v.reason);
+        if v.status == "False" && !again {
+            effects.push(PoolEffect::CountOutputsInvalid(v.reason));
+        }
+        p.draft.set(conditions::OUTPUTS_VALID, v);
+        out.provisioned = plan.provisioned;
+        if plan.newly_provisioned {
+            effects.push(PoolEffect::Event {
+                warning: false,
+                reason: events::PROVISIONED,
+                action: "Outputs",
+                note: "machine pool provisioned".into(),
+            });
+        }
+        out.health_pending = common::record_health(p, out.provisioned, plan.health.as_ref());
+    } else if !out.provisioned {
+        let v = common::not_yet_healthy(p);
+        p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
+    }
+    p.draft
+        .field("initialization", json!({"provisioned": out.provisioned}));
+    p.draft.field("ready", out.provisioned);
+    out
+}
+
+/// Autoscaling mode: the module owns the count; it goes back to the
+/// MachinePool.
+fn plan_write_back(
+    p: &mut OpenPass,
+    deps: &Deps,
+    observed: Option<i32>,
+    effects: &mut Vec<PoolEffect>,
+) {
+    let Some(mp) = deps.mp.as_ref().filter(|_| !p.deleting()) else {
+        return;
+    };
+    let plan = pool_outputs::plan_replicas(mp, observed);
+    p.draft.set(conditions::AUTOSCALING_ACTIVE, &plan.condition);
+    if let Some(r) = plan.written_back {
+        let (reason, note) = pool_outputs::written_back_note(r);
+        effects.push(PoolEffect::Event {
+            warning: false,
+            reason,
+            action: "Outputs",
+            note,
+        });
+    }
+    if let Some(patch) = plan.machine_pool_patch {
+        let name = mp.metadata.name.clone().unwrap_or_default();
+        effects.push(PoolEffect::PatchMachinePool { name, patch });
+    }
+}
+
+/// The pool's current inputs through the dependency gates (the cluster's
+/// exports from its state, the variables from their sources); `None` with
+/// `DependenciesReady` saying what is missing.
+fn plan_inputs(
+    obj: &TerraformMachinePool,
+    p: &mut OpenPass,
+    deps: &Deps,
+    snap: &PoolSnapshot,
+) -> Option<Built> {
+    let (Some(mp), Some(cluster)) = (&deps.mp, &deps.cluster) else {
+        return None;
+    };
+    let cluster_outputs = match &snap.cluster_state {
+        Some(Ok(s)) => match pass::decode_outputs(Role::Cluster, s) {
+            RoleOutputs::Cluster(d) if d.verdict.writable() => d
+                .outputs
+                .ok_or("the TerraformCluster's outputs are not valid"),
+            _ => Err("the TerraformCluster's outputs are not valid"),
+        },
+        Some(Err(_)) => Err("the TerraformCluster's state cannot be read"),
+        None => Err("no TerraformCluster"),
+    };
+    let cluster_state = match &cluster_outputs {
+        Ok(o) => ClusterState::Outputs(o),
+        Err(why) => ClusterState::Unreadable(why),
+    };
+    let gated = adapter::gates(&GateInput {
+        terraform_cluster: deps.tc.as_ref(),
+        cluster_state,
+        machine_pool: mp,
+        bootstrap_secret: deps.bootstrap.as_ref(),
+    });
+    let d = match gated {
+        Ok(d) => d,
+        Err(c) => {
+            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            return None;
+        }
+    };
+    let inline = obj.spec.workspace.variables.as_ref();
+    match crate::adapters::variables::merge(Role::MachinePool, inline, &snap.sources) {
+        Err(c) => {
+            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            None
+        }
+        Ok(vars) => Some(Built {
+            inputs: adapter::inputs(obj, mp, cluster, &d),
+            vars,
+            image: obj.spec.workspace.source.image.clone(),
+        }),
+    }
+}
+
+/// Renders the inputs; the exports guard may hold a change of the cluster's
+/// exports and render the exports last applied instead.
+fn render_guarded(
+    obj: &TerraformMachinePool,
+    p: &mut OpenPass,
+    built: Option<Built>,
+    stored: &Stored,
+    effects: &mut Vec<PoolEffect>,
+) -> Result<(Option<Rendered>, Option<ExportsGuard>), Error> {
+    let Some(b) = built else {
+        return Ok((None, None));
+    };
+    let full = match exports::render(&b) {
+        Ok(full) => full,
+        Err(c) => {
+            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            return Ok((None, None));
+        }
+    };
+    let planned = exports::plan_guard(
+        obj,
+        p,
+        &b,
+        &stored.read,
+        stored.applied.as_ref(),
+        stored.attempt.as_ref(),
+        stored.ever_applied,
+    )?;
+    effects.extend(planned.writes.into_iter().map(PoolEffect::Guard));
+    let rendered = match planned.held {
+        Some(h) => exports::render(&h),
+        None => Ok(full),
+    };
+    match rendered {
+        Ok(r) => {
+            let ready = crate::adapters::dependencies_ready();
+            p.draft.set(conditions::DEPENDENCIES_READY, &ready);
+            Ok((Some(r), Some(planned.guard)))
+        }
+        Err(c) => {
+            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            Ok((None, None))
+        }
+    }
+}
+
+/// Makes the plan's effects in order, then ends the pass as planned.
+pub async fn execute(
+    ctx: &Context,
+    obj: &TerraformMachinePool,
+    p: &mut OpenPass,
+    plan: PoolPlan,
+    now: SystemTime,
+) -> Result<Action, Error> {
+    for e in &plan.effects {
+        effect(ctx, obj, e).await?;
+    }
+    if let Some(d) = &plan.decision {
+        tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), reason = %d.reason_label(), op = d.op_label(), "decided");
+        ending::count_decision(ctx, obj, d);
+    }
+    match (plan.ending, plan.decision) {
+        (PoolEnding::Start(req), Some(d)) => ending::start_job(ctx, obj, p, *req, &d, now).await,
+        (PoolEnding::Retain, _) => ending::retain_and_release(ctx, obj, p).await,
+        (PoolEnding::Release, _) => ending::release_after_destroy(ctx, obj, p).await,
+        (PoolEnding::Close(requeue), _) => ending::close(ctx, obj, p, requeue).await,
+        (PoolEnding::Start(_), None) => unreachable!("a start is always decided"),
+    }
+}
+
+async fn effect(ctx: &Context, obj: &TerraformMachinePool, e: &PoolEffect) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    match e {
+        PoolEffect::PatchSpec(patch) => {
+            let api: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), &ns);
+            api.patch(
+                &obj.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+        }
+        PoolEffect::PatchMachinePool { name, patch } => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), &ns, &capi::machine_pool_resource());
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
+        }
+        PoolEffect::Event {
+            warning,
+            reason,
+            action,
+            note,
+        } => pass::event(ctx, obj, *warning, reason, action, note.clone()).await,
+        PoolEffect::CountOutputsInvalid(reason) => ctx
+            .metrics
+            .outputs_invalid(TerraformMachinePool::KIND.kind(), reason),
+        PoolEffect::Guard(w) => exports::write(ctx, obj, w).await?,
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "pool_pass_tests.rs"]
+mod tests;
