@@ -86,7 +86,13 @@ impl OpenPass {
 #[cfg(test)]
 impl OpenPass {
     /// A pass past its opening stages, for tests of the stages after them.
-    pub fn for_plan_tests(draft: Draft, loaded: Loaded, shared: PassSettings, pool: bool) -> Self {
+    pub fn for_plan_tests(
+        draft: Draft,
+        loaded: Loaded,
+        shared: PassSettings,
+        pool: bool,
+        deleting: bool,
+    ) -> Self {
         OpenPass {
             draft,
             loaded,
@@ -97,7 +103,7 @@ impl OpenPass {
             credentials: Some(super::credentials::Verdict::Ready(None)),
             early_state: None,
             block_move: false,
-            deleting: false,
+            deleting,
             pool,
         }
     }

@@ -5,6 +5,7 @@
 pub mod bookkeeping;
 pub mod cleanup;
 pub mod cluster;
+pub mod cluster_pass;
 pub mod common;
 pub mod controllers;
 pub mod credentials;

@@ -147,48 +147,48 @@ pub(super) async fn bookkeep_plans(
     Ok(plans_list)
 }
 
-/// The destructive-plan guard and the Manual policy: moot plans are
-/// superseded; the newest apply of the current inputs was blocked, or the
-/// policy is Manual → the gate waits for the approval of its plan.
-pub(super) async fn plan_gate(
-    ctx: &Context,
-    obj: &TerraformCluster,
+/// The apply gate from the TerraformPlans, and the plans this pass
+/// supersedes: a live plan of other inputs is moot, and so is a waiting
+/// Manual plan once the policy is back to Automatic. The superseded plans
+/// are marked in `plans_list` at once (the writes follow in the pass's
+/// effects), so the gate reads the list as it will be.
+pub(super) fn plan_gate(
     pass: &OpenPass,
-    plans_list: &mut Vec<TerraformPlan>,
+    plans_list: &mut [TerraformPlan],
     current: Option<&Rendered>,
     policy: ApplyPolicy,
-) -> Result<ApplyGate, Error> {
-    let mut gate = ApplyGate::Open;
-    if let Some(cur) = current {
-        if !pass.deleting() {
-            let mut changed = plans::supersede_moot(ctx, plans_list, &cur.hash).await?;
-            if policy == ApplyPolicy::Automatic {
-                // Back to Automatic: a waiting Manual plan is moot.
-                for p in plans_list
-                    .iter()
-                    .filter(|p| p.spec.reason == PlanReason::Manual)
-                    .filter(|p| plans::live_plan(std::slice::from_ref(p)).is_some())
-                {
-                    plans::set_phase(ctx, p, captf_api::plan::PlanPhase::Superseded).await?;
-                    changed = true;
-                }
+) -> (ApplyGate, Vec<TerraformPlan>) {
+    let mut superseded = Vec::new();
+    let Some(cur) = current else {
+        return (ApplyGate::Open, superseded);
+    };
+    if !pass.deleting() {
+        for p in plans_list.iter_mut() {
+            let live = plans::live_plan(std::slice::from_ref(p)).is_some();
+            let moot = p.spec.inputs_hash != cur.hash
+                || (policy == ApplyPolicy::Automatic && p.spec.reason == PlanReason::Manual);
+            if live && moot {
+                superseded.push(p.clone());
+                p.labels_mut().insert(
+                    captf_api::names::labels::PLAN_PHASE.to_owned(),
+                    captf_api::plan::PlanPhase::Superseded.as_str().to_owned(),
+                );
             }
-            if changed {
-                *plans_list = plans::list(ctx, obj).await?;
-            }
-        }
-        if policy == ApplyPolicy::Manual {
-            gate = ApplyGate::Manual(manual_plan(pass, plans_list, &cur.hash));
-        } else if let Some(newest) = pass.loaded.newest_apply_for(&cur.hash)
-            && newest.record.outcome == Outcome::Blocked
-        {
-            let approval = plans::live_plan(plans_list)
-                .filter(|p| p.spec.inputs_hash == cur.hash && p.spec.approved == Some(true))
-                .map(|p| Approval::ExpectPlan(p.spec.plan_hash.clone()));
-            gate = ApplyGate::Blocked(approval);
         }
     }
-    Ok(gate)
+    let gate = if policy == ApplyPolicy::Manual {
+        ApplyGate::Manual(manual_plan(pass, plans_list, &cur.hash))
+    } else if let Some(newest) = pass.loaded.newest_apply_for(&cur.hash)
+        && newest.record.outcome == Outcome::Blocked
+    {
+        let approval = plans::live_plan(plans_list)
+            .filter(|p| p.spec.inputs_hash == cur.hash && p.spec.approved == Some(true))
+            .map(|p| Approval::ExpectPlan(p.spec.plan_hash.clone()));
+        ApplyGate::Blocked(approval)
+    } else {
+        ApplyGate::Open
+    };
+    (gate, superseded)
 }
 
 /// `ApplyJobSucceeded` while the decision waits for a plan's approval.

@@ -222,21 +222,3 @@ pub async fn create(
     }
     Ok(name)
 }
-
-/// The live plans that no longer fit the current inputs are superseded.
-/// True when one was.
-pub async fn supersede_moot(
-    ctx: &Context,
-    plans: &[TerraformPlan],
-    current_hash: &str,
-) -> Result<bool, Error> {
-    let mut changed = false;
-    for p in plans
-        .iter()
-        .filter(|p| live(p) && p.spec.inputs_hash != current_hash)
-    {
-        set_phase(ctx, p, PlanPhase::Superseded).await?;
-        changed = true;
-    }
-    Ok(changed)
-}

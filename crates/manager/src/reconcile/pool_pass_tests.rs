@@ -168,7 +168,7 @@ fn open_pass(obj: &TerraformMachinePool, deps: &Deps, now: SystemTime) -> OpenPa
         jobs: Vec::new(),
         observed: Vec::new(),
     };
-    OpenPass::for_plan_tests(Draft::new(&[], 1, now), loaded, shared, true)
+    OpenPass::for_plan_tests(Draft::new(&[], 1, now), loaded, shared, true, false)
 }
 
 /// One whole pass: the plan and the draft it left.

@@ -1,0 +1,473 @@
+//! The cluster's pass once its opening stages and its plans' bookkeeping
+//! ran, as fetch → plan → execute (the shape of `pool_pass.rs`).
+//!
+//! `fetch` reads the state and records, the variables sources and, for a
+//! deleting cluster, its remaining machines and pools. `plan` is pure: the
+//! outputs (endpoint, failure domains, exports, provisioned latch), the
+//! inputs, the TerraformPlan gate, the wait for dependents, the decision
+//! and the start request. `execute` makes the effects in order, then the
+//! Job start (with the plan key a plan Job needs), then the status.
+
+use std::time::{Duration, SystemTime};
+
+use captf_api::TerraformCluster;
+use captf_api::common::ApplyPolicy;
+use captf_api::names::{annotations, conditions, events, labels, reasons};
+use captf_api::plan::{PlanPhase, TerraformPlan};
+use captf_api::{TerraformMachine, TerraformMachinePool};
+use captf_contract::outputs::RoleOutputs;
+use captf_contract::{Role, RoleInputs, inputs_hash, render_root};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
+use super::ending;
+use super::job_start::StartRequest;
+use super::next_op;
+use super::pass;
+use super::plan_flow;
+use super::plans;
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::adapters::cluster::{self as adapter, ExportsWrite, OutputsReading};
+use crate::capi::Cluster;
+use crate::engine::decide::{Action as Decided, Approval, Decision, Op};
+use crate::engine::job_conditions::ConditionValue;
+use crate::jobs::args::Guard;
+use crate::records::InputsRecord;
+
+/// Requeue while dependents of a deleting cluster remain.
+pub const DEPENDENTS_REQUEUE: Duration = Duration::from_secs(10);
+
+/// What the pass read after its opening stages.
+pub struct ClusterSnapshot {
+    pub stored: Stored,
+    pub sources: VariableSources,
+    /// The cluster's TerraformMachinePools and TerraformMachines (read only
+    /// while it is deleting).
+    pub dependents: Vec<String>,
+}
+
+/// Reads the snapshot.
+pub async fn fetch(
+    ctx: &Context,
+    obj: &TerraformCluster,
+    p: &mut OpenPass,
+    cluster_name: &str,
+) -> Result<ClusterSnapshot, Error> {
+    let stored = common::read_stored(ctx, obj, p).await?;
+    let sources = common::variable_sources(ctx, obj).await?;
+    let dependents = if p.deleting() {
+        dependents(ctx, &obj.namespace().unwrap_or_default(), cluster_name).await?
+    } else {
+        Vec::new()
+    };
+    Ok(ClusterSnapshot {
+        stored,
+        sources,
+        dependents,
+    })
+}
+
+/// The machines and pools of a cluster (by cluster-name label).
+async fn dependents(ctx: &Context, ns: &str, cluster: &str) -> Result<Vec<String>, Error> {
+    let lp = ListParams::default().labels(&format!("{}={cluster}", labels::CLUSTER_NAME));
+    let pools: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), ns);
+    let machines: Api<TerraformMachine> = Api::namespaced(ctx.client.clone(), ns);
+    let mut out: Vec<String> = pools
+        .list(&lp)
+        .await?
+        .items
+        .iter()
+        .map(|p| format!("TerraformMachinePool {}", p.name_any()))
+        .collect();
+    out.extend(
+        machines
+            .list(&lp)
+            .await?
+            .items
+            .iter()
+            .map(|m| format!("TerraformMachine {}", m.name_any())),
+    );
+    Ok(out)
+}
+
+/// A write the plan asks for, made in this order before the pass ends.
+#[derive(Debug, Clone)]
+pub enum ClusterEffect {
+    /// The control plane endpoint the module reported, into the spec.
+    PatchSpec(Value),
+    Event {
+        reason: &'static str,
+        note: String,
+    },
+    CountOutputsInvalid(&'static str),
+    /// A TerraformPlan the inputs or the policy made moot.
+    SupersedePlan(Box<TerraformPlan>),
+}
+
+/// How the pass ends.
+#[derive(Debug, Clone)]
+pub enum ClusterEnding {
+    Close(Option<Duration>),
+    /// A Job starts; a plan Job gets the plan key first.
+    Start(Box<StartRequest>),
+    Retain,
+    Release,
+}
+
+#[derive(Debug)]
+pub struct ClusterPlan {
+    pub effects: Vec<ClusterEffect>,
+    pub decision: Option<Decision>,
+    pub ending: ClusterEnding,
+}
+
+/// What the plan needs besides the object, the pass and the snapshot.
+pub struct ClusterContext<'a> {
+    pub cluster: Option<&'a Cluster>,
+    pub apply_policy: ApplyPolicy,
+    pub now: SystemTime,
+}
+
+/// The cluster's plan over its snapshot. `plans_list` is the object's
+/// TerraformPlans after their bookkeeping; the plans it supersedes are
+/// marked in it.
+pub fn plan(
+    obj: &TerraformCluster,
+    p: &mut OpenPass,
+    snap: &ClusterSnapshot,
+    plans_list: &mut [TerraformPlan],
+    cx: &ClusterContext<'_>,
+) -> ClusterPlan {
+    let mut effects = Vec::new();
+    let (provisioned, health_pending) =
+        plan_outputs(obj, p, &snap.stored, cx.cluster, &mut effects);
+    let current = plan_inputs(obj, p, cx.cluster, snap);
+    let (gate, superseded) = plan_flow::plan_gate(p, plans_list, current.as_ref(), cx.apply_policy);
+    effects.extend(
+        superseded
+            .into_iter()
+            .map(|s| ClusterEffect::SupersedePlan(Box::new(s))),
+    );
+    let live = plans::live_plan(plans_list).map(|p| p.name_any());
+    p.draft
+        .field("pendingPlanRef", live.as_ref().map(|n| json!({"name": n})));
+    let close = |effects, decision, requeue| ClusterPlan {
+        effects,
+        decision,
+        ending: ClusterEnding::Close(requeue),
+    };
+    if p.deleting() && !wait_for_dependents(p, &snap.dependents) {
+        return close(effects, None, Some(DEPENDENTS_REQUEUE));
+    }
+    let read = &snap.stored.read;
+    next_op::settle_adopted_state(p, read, current.as_ref());
+    let decision = next_op::decide_op(
+        obj,
+        p,
+        read,
+        current.as_ref(),
+        gate,
+        health_pending,
+        provisioned,
+        cx.now,
+    );
+    let ending = match decision.action.clone() {
+        Decided::Start {
+            op,
+            approval,
+            remediation,
+        } => {
+            let started = start(
+                obj,
+                p,
+                &snap.stored,
+                current.as_ref(),
+                plans_list,
+                (op, approval, remediation),
+            );
+            match started {
+                Some(req) => ClusterEnding::Start(Box::new(req)),
+                None => ClusterEnding::Close(decision.requeue),
+            }
+        }
+        Decided::DropFinalizer => ClusterEnding::Release,
+        Decided::Retain => ClusterEnding::Retain,
+        Decided::Wait => {
+            let ns = obj.namespace().unwrap_or_default();
+            plan_flow::explain_wait(p, &decision, live.as_deref(), &ns);
+            ClusterEnding::Close(decision.requeue)
+        }
+    };
+    ClusterPlan {
+        effects,
+        decision: Some(decision),
+        ending,
+    }
+}
+
+fn recorded_control_plane_initialized(record: Option<&InputsRecord>) -> bool {
+    record
+        .and_then(|r| serde_json::from_str::<Value>(&r.tfvars_json).ok())
+        .and_then(|v| v.get("control_plane_initialized").and_then(Value::as_bool))
+        .unwrap_or(false)
+}
+
+fn applied_endpoint_input_null(record: Option<&InputsRecord>) -> bool {
+    record
+        .and_then(|r| serde_json::from_str::<Value>(&r.tfvars_json).ok())
+        .is_some_and(|v| v.get("control_plane_endpoint").is_none_or(Value::is_null))
+}
+
+/// The cluster's outputs: the control plane endpoint to the spec, failure
+/// domains, exports, the provisioned latch, `EndpointAvailable` and
+/// `InfrastructureHealthy`. Returns (provisioned, health pending).
+fn plan_outputs(
+    obj: &TerraformCluster,
+    p: &mut OpenPass,
+    stored: &Stored,
+    cluster: Option<&Cluster>,
+    effects: &mut Vec<ClusterEffect>,
+) -> (bool, bool) {
+    let mut provisioned = obj.provisioned();
+    let mut health_pending = false;
+    if let (Ok(state), Some(c)) = (&stored.read, cluster) {
+        let decoded = match pass::decode_outputs(Role::Cluster, state) {
+            RoleOutputs::Cluster(d) => d,
+            _ => unreachable!("cluster outputs decode as cluster outputs"),
+        };
+        let valid = common::outputs_valid(&decoded.verdict);
+        let before = obj.condition(conditions::OUTPUTS_VALID);
+        let again = before.is_some_and(|c| c.status == "False" && c.reason == valid.reason);
+        if valid.status == "False" && !again {
+            effects.push(ClusterEffect::CountOutputsInvalid(valid.reason));
+        }
+        p.draft.set(conditions::OUTPUTS_VALID, &valid);
+        let outputs = decoded
+            .outputs
+            .as_ref()
+            .filter(|_| decoded.verdict.writable());
+        let w = adapter::writes(
+            obj,
+            c,
+            &OutputsReading {
+                outputs,
+                successful_apply: state.inputs_hash.is_some(),
+                applied_endpoint_input_null: applied_endpoint_input_null(stored.applied.as_ref()),
+                provisioned: obj.provisioned(),
+            },
+        );
+        if let Some(ep) = &w.control_plane_endpoint {
+            effects.push(ClusterEffect::PatchSpec(json!({
+                "metadata": {"annotations": {annotations::ENDPOINT_SOURCE: annotations::ENDPOINT_SOURCE_MODULE}},
+                "spec": {"controlPlaneEndpoint": ep},
+            })));
+            effects.push(ClusterEffect::Event {
+                reason: events::CONTROL_PLANE_ENDPOINT_SET,
+                note: format!(
+                    "control plane endpoint {}:{}",
+                    ep.host.clone().unwrap_or_default(),
+                    ep.port.unwrap_or_default()
+                ),
+            });
+        }
+        if let Some(fd) = &w.failure_domains {
+            p.draft.field("failureDomains", fd);
+        }
+        match &w.exports {
+            ExportsWrite::Keep => {}
+            ExportsWrite::Publish(v) => p.draft.field("exports", v),
+            ExportsWrite::ClearTooLarge => p.draft.field("exports", Value::Null),
+        }
+        if w.provisioned && !provisioned {
+            effects.push(ClusterEffect::Event {
+                reason: events::PROVISIONED,
+                note: "infrastructure provisioned".into(),
+            });
+        }
+        provisioned = w.provisioned;
+        if let Some(ea) = &w.endpoint_available {
+            p.draft.set(conditions::ENDPOINT_AVAILABLE, ea);
+        }
+        health_pending = common::record_health(p, provisioned, decoded.health.as_ref());
+    } else if !provisioned {
+        let v = common::not_yet_healthy(p);
+        p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
+    }
+    p.draft
+        .field("initialization", json!({"provisioned": provisioned}));
+    (provisioned, health_pending)
+}
+
+/// The cluster inputs, rendered with the variables; `None` with
+/// `DependenciesReady` saying why when they cannot be.
+fn plan_inputs(
+    obj: &TerraformCluster,
+    p: &mut OpenPass,
+    cluster: Option<&Cluster>,
+    snap: &ClusterSnapshot,
+) -> Option<Rendered> {
+    let inline = obj.spec.workspace.variables.as_ref();
+    let vars = crate::adapters::variables::merge(Role::Cluster, inline, &snap.sources);
+    let not_ready = |p: &mut OpenPass, reason, message: String| {
+        let c = ConditionValue {
+            status: "False",
+            reason,
+            message,
+        };
+        p.draft.set(conditions::DEPENDENCIES_READY, &c);
+    };
+    let (c, vars) = match (cluster, vars) {
+        (_, Err(c)) => {
+            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            return None;
+        }
+        (None, _) => return None,
+        (Some(c), Ok(vars)) => (c, vars),
+    };
+    let initialized = recorded_control_plane_initialized(snap.stored.attempt.as_ref());
+    let inputs = RoleInputs::Cluster(adapter::inputs(obj, c, initialized));
+    let image = obj.spec.workspace.source.image.clone();
+    match (
+        render_root(&inputs, &vars),
+        inputs_hash(&image, &inputs, &vars),
+    ) {
+        (Ok(root), Ok(hash)) => Some(Rendered {
+            files: (root.main_tf_json.clone(), root.tfvars_json.clone()),
+            hash,
+            image,
+        }),
+        (Err(e), _) => {
+            not_ready(p, reasons::INPUTS_TOO_LARGE, e.to_string());
+            None
+        }
+        (_, Err(e)) => {
+            not_ready(p, reasons::VARIABLES_INVALID, e.to_string());
+            None
+        }
+    }
+}
+
+/// A deleting cluster waits for its machines and pools (`DeletionBlocked`);
+/// `true` when none remains.
+fn wait_for_dependents(p: &mut OpenPass, dependents: &[String]) -> bool {
+    let blocked = if dependents.is_empty() {
+        ConditionValue {
+            status: "False",
+            reason: reasons::NOT_BLOCKED,
+            message: "no machine or pool of the cluster remains".into(),
+        }
+    } else {
+        ConditionValue {
+            status: "True",
+            reason: reasons::DEPENDENTS_EXIST,
+            message: format!("waiting for {} to be deleted", dependents.join(", ")),
+        }
+    };
+    p.draft.set(conditions::DELETION_BLOCKED, &blocked);
+    dependents.is_empty()
+}
+
+/// The start request of the decided op: every apply is guarded, and an
+/// approval binds the approved plan.
+fn start(
+    obj: &TerraformCluster,
+    p: &OpenPass,
+    stored: &Stored,
+    current: Option<&Rendered>,
+    plans_list: &[TerraformPlan],
+    (op, approval, remediation): (Op, Option<Approval>, bool),
+) -> Option<StartRequest> {
+    let mut req = next_op::start_request(
+        obj,
+        p,
+        &stored.read,
+        op,
+        remediation,
+        current,
+        stored.applied.as_ref(),
+        stored.attempt.as_ref(),
+    )?;
+    if op == Op::Apply {
+        let expect = match &approval {
+            Some(Approval::ExpectPlan(h)) => Some(h.clone()),
+            _ => None,
+        };
+        if let Some(plan) = expect
+            .as_ref()
+            .and_then(|h| plans::live_plan(plans_list).filter(|p| &p.spec.plan_hash == h))
+        {
+            req.annotations
+                .insert(annotations::APPROVED_PLAN.to_owned(), plan.name_any());
+        }
+        req.guard = Some(Guard {
+            inputs_hash: req.inputs_hash.clone(),
+            allow_deletes_hash: None,
+            expect_plan: expect,
+        });
+    }
+    Some(req)
+}
+
+/// Makes the plan's effects in order, then ends the pass as planned.
+pub async fn execute(
+    ctx: &Context,
+    obj: &TerraformCluster,
+    p: &mut OpenPass,
+    plan: ClusterPlan,
+    now: SystemTime,
+) -> Result<Action, Error> {
+    for e in &plan.effects {
+        effect(ctx, obj, e).await?;
+    }
+    if let Some(d) = &plan.decision {
+        tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), reason = %d.reason_label(), op = d.op_label(), "decided");
+        ending::count_decision(ctx, obj, d);
+    }
+    match (plan.ending, plan.decision) {
+        (ClusterEnding::Start(req), Some(d)) => {
+            let mut req = *req;
+            if matches!(req.op, Op::Plan | Op::Apply) {
+                // The plan key the plan Job signs with and the apply checks.
+                req.plan_key_secret = Some(pass::ensure_plan_key(ctx, obj).await?);
+            }
+            ending::start_job(ctx, obj, p, req, &d, now).await
+        }
+        (ClusterEnding::Retain, _) => ending::retain_and_release(ctx, obj, p).await,
+        (ClusterEnding::Release, _) => ending::release_after_destroy(ctx, obj, p).await,
+        (ClusterEnding::Close(requeue), _) => ending::close(ctx, obj, p, requeue).await,
+        (ClusterEnding::Start(_), None) => unreachable!("a start is always decided"),
+    }
+}
+
+async fn effect(ctx: &Context, obj: &TerraformCluster, e: &ClusterEffect) -> Result<(), Error> {
+    match e {
+        ClusterEffect::PatchSpec(patch) => {
+            let api: Api<TerraformCluster> =
+                Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+            api.patch(
+                &obj.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+        }
+        ClusterEffect::Event { reason, note } => {
+            pass::event(ctx, obj, false, reason, "Outputs", note.clone()).await
+        }
+        ClusterEffect::CountOutputsInvalid(reason) => ctx
+            .metrics
+            .outputs_invalid(TerraformCluster::KIND.kind(), reason),
+        ClusterEffect::SupersedePlan(plan) => {
+            plans::set_phase(ctx, plan, PlanPhase::Superseded).await?
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "cluster_pass_tests.rs"]
+mod tests;

@@ -1,0 +1,306 @@
+//! Whole passes of a TerraformCluster as tables: a snapshot and its plans
+//! in, the status draft, the effects and the ending out.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use captf_api::effective::{self, ManagerDefaults};
+use serde_json::json;
+
+use super::*;
+use crate::adapters::OwnerDecision;
+use crate::engine::decide::Reason;
+use crate::engine::preamble::OwnerLookup;
+use crate::reconcile::common::PassSettings;
+use crate::reconcile::pass::Loaded;
+use crate::reconcile::status::Draft;
+use crate::state::reader::{StateError, StateOutput, StateSummary};
+
+const NS: &str = "team-a";
+
+fn terraform_cluster() -> TerraformCluster {
+    serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
+        "metadata": {"name": "prod", "namespace": NS, "uid": "uid-tc", "generation": 1,
+            "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                "name": "prod", "uid": "uid-prod"}]},
+        "spec": {"source": {"image": "registry.example/cluster:1"}},
+    }))
+    .unwrap()
+}
+
+fn cluster() -> Cluster {
+    serde_json::from_value(json!({
+        "metadata": {"name": "prod", "namespace": NS, "uid": "uid-prod"},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": "prod"}},
+    }))
+    .unwrap()
+}
+
+/// A provisioned cluster's state, applied from inputs `hash`.
+fn state(hash: &str) -> StateSummary {
+    let outputs = json!({
+        "control_plane_endpoint": {"host": "api.prod.example", "port": 6443},
+        "failure_domains": [{"name": "fd1", "control_plane": true}],
+        "exports": {"subnet": "s-1"},
+        "health": {"state": "running", "healthy": true, "message": null, "reasons": []},
+    });
+    StateSummary {
+        serial: 3,
+        lineage: "l".into(),
+        runtime_version: "1.10.10".into(),
+        outputs: outputs
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let out = StateOutput {
+                    value: v.clone(),
+                    type_: Value::Null,
+                    sensitive: false,
+                };
+                (k.clone(), out)
+            })
+            .collect::<BTreeMap<_, _>>(),
+        managed_resources: 2,
+        compressed_bytes: 100,
+        inputs_hash: Some(hash.to_owned()),
+    }
+}
+
+fn plan_of(inputs_hash: &str) -> TerraformPlan {
+    serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformPlan",
+        "metadata": {"name": "prod-0123456789", "namespace": NS,
+            "ownerReferences": [{"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+                "kind": "TerraformCluster", "name": "prod", "uid": "uid-tc", "controller": true}]},
+        "spec": {"targetRef": {"kind": "TerraformCluster", "name": "prod"}, "planHash": "p1",
+            "inputsHash": inputs_hash, "reason": "Destructive", "summary": {"delete": 1}},
+    }))
+    .unwrap()
+}
+
+fn snapshot(read: Result<StateSummary, StateError>, dependents: &[&str]) -> ClusterSnapshot {
+    ClusterSnapshot {
+        stored: Stored {
+            ever_applied: read.is_ok(),
+            read,
+            applied: None,
+            attempt: None,
+        },
+        sources: Vec::new(),
+        dependents: dependents.iter().map(|d| (*d).to_owned()).collect(),
+    }
+}
+
+fn open_pass(obj: &TerraformCluster, deleting: bool, now: SystemTime) -> OpenPass {
+    let eff = effective::cluster(&obj.spec, &ManagerDefaults::default());
+    let shared = PassSettings {
+        owner: OwnerDecision {
+            lookup: OwnerLookup::Found,
+            condition: None,
+        },
+        paused: false,
+        cluster_name: "prod".into(),
+        jobs: eff.jobs.clone(),
+        drift_interval: None,
+        drift_remediate: false,
+        identity: None,
+        mutable: true,
+        membership: None,
+        after_apply_refresh: false,
+        retain: false,
+    };
+    let loaded = Loaded {
+        jobs: Vec::new(),
+        observed: Vec::new(),
+    };
+    OpenPass::for_plan_tests(Draft::new(&[], 1, now), loaded, shared, false, deleting)
+}
+
+/// One whole pass under `policy`: the plan, the draft, the plans after it.
+fn run(
+    snap: &ClusterSnapshot,
+    plans: Vec<TerraformPlan>,
+    policy: ApplyPolicy,
+    deleting: bool,
+) -> (ClusterPlan, Draft, Vec<TerraformPlan>) {
+    let obj = terraform_cluster();
+    let c = cluster();
+    let now = SystemTime::now();
+    let mut p = open_pass(&obj, deleting, now);
+    let mut plans = plans;
+    let cx = ClusterContext {
+        cluster: Some(&c),
+        apply_policy: policy,
+        now,
+    };
+    let plan = plan(&obj, &mut p, snap, &mut plans, &cx);
+    (plan, p.draft, plans)
+}
+
+fn started(plan: &ClusterPlan) -> Option<&StartRequest> {
+    match &plan.ending {
+        ClusterEnding::Start(req) => Some(req),
+        _ => None,
+    }
+}
+
+fn current_hash() -> String {
+    let (plan, _, _) = run(
+        &snapshot(Err(StateError::NotFound), &[]),
+        Vec::new(),
+        ApplyPolicy::Automatic,
+        false,
+    );
+    started(&plan)
+        .expect("a first pass applies")
+        .inputs_hash
+        .clone()
+}
+
+#[test]
+fn the_first_pass_applies_guarded_by_its_inputs() {
+    let (plan, draft, _) = run(
+        &snapshot(Err(StateError::NotFound), &[]),
+        Vec::new(),
+        ApplyPolicy::Automatic,
+        false,
+    );
+    assert_eq!(plan.decision.as_ref().unwrap().reason, Reason::NoState);
+    let req = started(&plan).expect("an apply starts");
+    assert_eq!(req.op, Op::Apply);
+    let guard = req.guard.as_ref().expect("every cluster apply is guarded");
+    assert_eq!(guard.inputs_hash, req.inputs_hash);
+    assert!(plan.effects.is_empty(), "{:?}", plan.effects);
+    assert_eq!(draft.field_value("pendingPlanRef"), Some(&Value::Null));
+}
+
+#[test]
+fn a_live_plan_of_older_inputs_is_superseded_in_the_same_pass() {
+    let (plan, draft, plans) = run(
+        &snapshot(Ok(state("h2:old")), &[]),
+        vec![plan_of("h2:old")],
+        ApplyPolicy::Automatic,
+        false,
+    );
+    let superseded: Vec<_> = plan
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            ClusterEffect::SupersedePlan(p) => Some(p.name_any()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(superseded, vec!["prod-0123456789".to_owned()]);
+    assert!(
+        plans::live_plan(&plans).is_none(),
+        "the gate reads the list as it will be"
+    );
+    assert_eq!(draft.field_value("pendingPlanRef"), Some(&Value::Null));
+    assert_eq!(
+        plan.decision.as_ref().unwrap().reason,
+        Reason::InputsChanged
+    );
+}
+
+#[test]
+fn a_plan_of_the_current_inputs_stays_and_is_the_pending_plan() {
+    let hash = current_hash();
+    let (plan, draft, _) = run(
+        &snapshot(Ok(state("h2:old")), &[]),
+        vec![plan_of(&hash)],
+        ApplyPolicy::Automatic,
+        false,
+    );
+    assert!(
+        !plan
+            .effects
+            .iter()
+            .any(|e| matches!(e, ClusterEffect::SupersedePlan(_))),
+        "{:?}",
+        plan.effects
+    );
+    assert_eq!(
+        draft.field_value("pendingPlanRef"),
+        Some(&json!({"name": "prod-0123456789"}))
+    );
+}
+
+#[test]
+fn changed_inputs_under_manual_policy_run_a_plan_job() {
+    let (plan, _, _) = run(
+        &snapshot(Ok(state("h2:old")), &[]),
+        Vec::new(),
+        ApplyPolicy::Manual,
+        false,
+    );
+    let req = started(&plan).expect("a Job starts");
+    assert_eq!(req.op, Op::Plan);
+}
+
+#[test]
+fn a_deleting_cluster_waits_for_its_pools_without_deciding() {
+    let (plan, draft, _) = run(
+        &snapshot(Ok(state("h2:old")), &["TerraformMachinePool workers"]),
+        Vec::new(),
+        ApplyPolicy::Automatic,
+        true,
+    );
+    assert!(plan.decision.is_none());
+    assert!(matches!(
+        plan.ending,
+        ClusterEnding::Close(Some(d)) if d == DEPENDENTS_REQUEUE
+    ));
+    let blocked = draft.get(conditions::DELETION_BLOCKED).unwrap();
+    assert_eq!(
+        (blocked.status.as_str(), blocked.reason.as_str()),
+        ("True", reasons::DEPENDENTS_EXIST)
+    );
+    assert!(blocked.message.contains("TerraformMachinePool workers"));
+
+    let (plan, draft, _) = run(
+        &snapshot(Ok(state("h2:old")), &[]),
+        Vec::new(),
+        ApplyPolicy::Automatic,
+        true,
+    );
+    assert_eq!(started(&plan).map(|r| r.op), Some(Op::Destroy));
+    assert_eq!(
+        draft.get(conditions::DELETION_BLOCKED).unwrap().status,
+        "False"
+    );
+}
+
+#[test]
+fn a_first_readable_state_provisions_the_cluster_and_publishes_its_outputs() {
+    let hash = current_hash();
+    let (plan, draft, _) = run(
+        &snapshot(Ok(state(&hash)), &[]),
+        Vec::new(),
+        ApplyPolicy::Automatic,
+        false,
+    );
+    assert!(
+        plan.effects.iter().any(|e| matches!(
+            e,
+            ClusterEffect::Event { reason, .. } if *reason == events::PROVISIONED
+        )),
+        "{:?}",
+        plan.effects
+    );
+    assert_eq!(
+        draft.field_value("initialization"),
+        Some(&json!({"provisioned": true}))
+    );
+    assert_eq!(
+        draft.field_value("exports"),
+        Some(&json!({"subnet": "s-1"}))
+    );
+    assert!(draft.field_value("failureDomains").is_some());
+    assert!(
+        started(&plan).is_none_or(|r| r.op != Op::Apply),
+        "the inputs are current"
+    );
+}
