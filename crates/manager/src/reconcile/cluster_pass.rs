@@ -23,7 +23,7 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
-use super::ending;
+use super::ending::{self, PassEnding};
 use super::job_start::StartRequest;
 use super::next_op;
 use super::pass;
@@ -108,21 +108,11 @@ pub enum ClusterEffect {
     SupersedePlan(Box<TerraformPlan>),
 }
 
-/// How the pass ends.
-#[derive(Debug, Clone)]
-pub enum ClusterEnding {
-    Close(Option<Duration>),
-    /// A Job starts; a plan Job gets the plan key first.
-    Start(Box<StartRequest>),
-    Retain,
-    Release,
-}
-
 #[derive(Debug)]
 pub struct ClusterPlan {
     pub effects: Vec<ClusterEffect>,
     pub decision: Option<Decision>,
-    pub ending: ClusterEnding,
+    pub ending: PassEnding,
 }
 
 /// What the plan needs besides the object, the pass and the snapshot.
@@ -158,7 +148,7 @@ pub fn plan(
     let close = |effects, decision, requeue| ClusterPlan {
         effects,
         decision,
-        ending: ClusterEnding::Close(requeue),
+        ending: PassEnding::Close(requeue),
     };
     if p.deleting() && !wait_for_dependents(p, &snap.dependents) {
         return close(effects, None, Some(DEPENDENTS_REQUEUE));
@@ -190,16 +180,16 @@ pub fn plan(
                 (op, approval, remediation),
             );
             match started {
-                Some(req) => ClusterEnding::Start(Box::new(req)),
-                None => ClusterEnding::Close(decision.requeue),
+                Some(req) => PassEnding::Start(Box::new(req)),
+                None => PassEnding::Close(decision.requeue),
             }
         }
-        Decided::DropFinalizer => ClusterEnding::Release,
-        Decided::Retain => ClusterEnding::Retain,
+        Decided::DropFinalizer => PassEnding::Release,
+        Decided::Retain => PassEnding::Retain,
         Decided::Wait => {
             let ns = obj.namespace().unwrap_or_default();
             plan_flow::explain_wait(p, &decision, live.as_deref(), &ns);
-            ClusterEnding::Close(decision.requeue)
+            PassEnding::Close(decision.requeue)
         }
     };
     ClusterPlan {
@@ -423,24 +413,14 @@ pub async fn execute(
     for e in &plan.effects {
         effect(ctx, obj, e).await?;
     }
-    if let Some(d) = &plan.decision {
-        tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), reason = %d.reason_label(), op = d.op_label(), "decided");
-        ending::count_decision(ctx, obj, d);
+    let mut ending = plan.ending;
+    if let PassEnding::Start(req) = &mut ending
+        && matches!(req.op, Op::Plan | Op::Apply)
+    {
+        // The plan key the plan Job signs with and the apply checks.
+        req.plan_key_secret = Some(pass::ensure_plan_key(ctx, obj).await?);
     }
-    match (plan.ending, plan.decision) {
-        (ClusterEnding::Start(req), Some(d)) => {
-            let mut req = *req;
-            if matches!(req.op, Op::Plan | Op::Apply) {
-                // The plan key the plan Job signs with and the apply checks.
-                req.plan_key_secret = Some(pass::ensure_plan_key(ctx, obj).await?);
-            }
-            ending::start_job(ctx, obj, p, req, &d, now).await
-        }
-        (ClusterEnding::Retain, _) => ending::retain_and_release(ctx, obj, p).await,
-        (ClusterEnding::Release, _) => ending::release_after_destroy(ctx, obj, p).await,
-        (ClusterEnding::Close(requeue), _) => ending::close(ctx, obj, p, requeue).await,
-        (ClusterEnding::Start(_), None) => unreachable!("a start is always decided"),
-    }
+    ending::end_as_planned(ctx, obj, p, ending, plan.decision, now).await
 }
 
 async fn effect(ctx: &Context, obj: &TerraformCluster, e: &ClusterEffect) -> Result<(), Error> {

@@ -1,7 +1,6 @@
 //! Whole passes of a TerraformCluster as tables: a snapshot and its plans
 //! in, the status draft, the effects and the ending out.
 
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use captf_api::effective::{self, ManagerDefaults};
@@ -14,7 +13,7 @@ use crate::engine::preamble::OwnerLookup;
 use crate::reconcile::common::PassSettings;
 use crate::reconcile::pass::Loaded;
 use crate::reconcile::status::Draft;
-use crate::state::reader::{StateError, StateOutput, StateSummary};
+use crate::state::reader::{StateError, StateSummary};
 
 const NS: &str = "team-a";
 
@@ -46,27 +45,7 @@ fn state(hash: &str) -> StateSummary {
         "exports": {"subnet": "s-1"},
         "health": {"state": "running", "healthy": true, "message": null, "reasons": []},
     });
-    StateSummary {
-        serial: 3,
-        lineage: "l".into(),
-        runtime_version: "1.10.10".into(),
-        outputs: outputs
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| {
-                let out = StateOutput {
-                    value: v.clone(),
-                    type_: Value::Null,
-                    sensitive: false,
-                };
-                (k.clone(), out)
-            })
-            .collect::<BTreeMap<_, _>>(),
-        managed_resources: 2,
-        compressed_bytes: 100,
-        inputs_hash: Some(hash.to_owned()),
-    }
+    StateSummary::with_outputs(outputs, Some(hash))
 }
 
 fn plan_of(inputs_hash: &str) -> TerraformPlan {
@@ -142,7 +121,7 @@ fn run(
 
 fn started(plan: &ClusterPlan) -> Option<&StartRequest> {
     match &plan.ending {
-        ClusterEnding::Start(req) => Some(req),
+        PassEnding::Start(req) => Some(req),
         _ => None,
     }
 }
@@ -251,7 +230,7 @@ fn a_deleting_cluster_waits_for_its_pools_without_deciding() {
     assert!(plan.decision.is_none());
     assert!(matches!(
         plan.ending,
-        ClusterEnding::Close(Some(d)) if d == DEPENDENTS_REQUEUE
+        PassEnding::Close(Some(d)) if d == DEPENDENTS_REQUEUE
     ));
     let blocked = draft.get(conditions::DELETION_BLOCKED).unwrap();
     assert_eq!(

@@ -89,6 +89,11 @@ fn wake<K: Resource<DynamicType = ()>>(
     refs
 }
 
+/// One handle on the quiet passes per mapper of a controller.
+fn quiet_handles(ctx: &Context) -> [QuietPasses; 8] {
+    std::array::from_fn(|_| ctx.quiet.clone())
+}
+
 /// The objects of `kind` that own `meta` (Jobs, TerraformPlans).
 fn owners<K: Resource<DynamicType = ()>>(
     meta: &kube::api::ObjectMeta,
@@ -305,16 +310,7 @@ pub async fn run_clusters(
     let by_cluster = store.clone();
     let identity_ctx = ctx.clone();
     let metrics = ctx.metrics.clone();
-    let q = ctx.quiet.clone();
-    let (q1, q2, q3, q4, q5, q6, q7) = (
-        q.clone(),
-        q.clone(),
-        q.clone(),
-        q.clone(),
-        q.clone(),
-        q.clone(),
-        q.clone(),
-    );
+    let [q, q1, q2, q3, q4, q5, q6, q7] = quiet_handles(&ctx);
     Controller::for_stream(own, store.clone())
         .with_config(controller_config(ctx.config.concurrency.clusters))
         .watches_stream(job_stream(&ctx, CLUSTERS), move |job| {
@@ -440,16 +436,7 @@ pub async fn run_pools(
     let d = ctx.dependents.clone();
     let metrics = ctx.metrics.clone();
     let (d1, d2, d3, d4, d5, d6) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone(), d);
-    let q = ctx.quiet.clone();
-    let (q1, q2, q3, q4, q5, q6, q7) = (
-        q.clone(),
-        q.clone(),
-        q.clone(),
-        q.clone(),
-        q.clone(),
-        q.clone(),
-        q.clone(),
-    );
+    let [q, q1, q2, q3, q4, q5, q6, q7] = quiet_handles(&ctx);
     Controller::for_stream(own, store)
         .with_config(controller_config(ctx.config.concurrency.machine_pools))
         .watches_stream(job_stream(&ctx, POOLS), move |job| {

@@ -264,3 +264,38 @@ pub async fn release_after_destroy<K: Workload>(
     super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
     Ok(Action::await_change())
 }
+
+/// How a pass planned to end, once its effects are made.
+#[derive(Debug, Clone)]
+pub enum PassEnding {
+    /// Nothing starts: the status, and a look again after the requeue.
+    Close(Option<Duration>),
+    /// The decided Job starts.
+    Start(Box<StartRequest>),
+    /// Deletion under Retain.
+    Retain,
+    /// The destroy succeeded: release and drop the finalizer.
+    Release,
+}
+
+/// Ends a planned pass: its decision logged and counted, then the ending.
+pub async fn end_as_planned<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    ending: PassEnding,
+    decision: Option<Decision>,
+    now: SystemTime,
+) -> Result<Action, Error> {
+    if let Some(d) = &decision {
+        tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), reason = %d.reason_label(), op = d.op_label(), "decided");
+        count_decision(ctx, obj, d);
+    }
+    match (ending, decision) {
+        (PassEnding::Start(req), Some(d)) => start_job(ctx, obj, p, *req, &d, now).await,
+        (PassEnding::Retain, _) => retain_and_release(ctx, obj, p).await,
+        (PassEnding::Release, _) => release_after_destroy(ctx, obj, p).await,
+        (PassEnding::Close(requeue), _) => close(ctx, obj, p, requeue).await,
+        (PassEnding::Start(_), None) => unreachable!("a start is always decided"),
+    }
+}

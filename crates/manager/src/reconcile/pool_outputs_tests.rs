@@ -1,13 +1,11 @@
 //! Table tests of the pool's output and write-back plans.
 
-use std::collections::BTreeMap;
-
 use captf_api::TerraformMachinePool;
 use captf_api::names::annotations;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::state::reader::{StateOutput, StateSummary};
+use crate::state::reader::StateSummary;
 
 fn pool(ids: Value) -> TerraformMachinePool {
     serde_json::from_value(json!({
@@ -21,29 +19,7 @@ fn pool(ids: Value) -> TerraformMachinePool {
 /// A state whose outputs are `outputs` (name → value), applied with an
 /// inputs hash.
 fn state(outputs: Value) -> StateSummary {
-    StateSummary {
-        serial: 3,
-        lineage: "l".into(),
-        runtime_version: "1.10.10".into(),
-        outputs: outputs
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    StateOutput {
-                        value: v.clone(),
-                        type_: Value::Null,
-                        sensitive: false,
-                    },
-                )
-            })
-            .collect::<BTreeMap<_, _>>(),
-        managed_resources: 1,
-        compressed_bytes: 100,
-        inputs_hash: Some("h2:aa".into()),
-    }
+    StateSummary::with_outputs(outputs, Some("h2:aa"))
 }
 
 fn outputs(ids: &[&str], health: &str) -> Value {

@@ -20,9 +20,8 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
-use super::ending;
+use super::ending::{self, PassEnding};
 use super::exports::{self, Built, ExportsGuard, GuardWrite};
-use super::job_start::StartRequest;
 use super::next_op;
 use super::pass;
 use super::pool::Deps;
@@ -93,23 +92,12 @@ pub enum PoolEffect {
     Guard(GuardWrite),
 }
 
-/// How the pass ends.
-#[derive(Debug, Clone)]
-pub enum PoolEnding {
-    Close(Option<Duration>),
-    Start(Box<StartRequest>),
-    /// Deletion under Retain.
-    Retain,
-    /// The destroy succeeded: release and drop the finalizer.
-    Release,
-}
-
 /// What the plan made of the snapshot (the status draft is in the pass).
 #[derive(Debug)]
 pub struct PoolPlan {
     pub effects: Vec<PoolEffect>,
     pub decision: Option<Decision>,
-    pub ending: PoolEnding,
+    pub ending: PassEnding,
 }
 
 /// What the outputs told the plan.
@@ -136,7 +124,7 @@ pub fn plan(
     let close = |effects, decision, requeue| PoolPlan {
         effects,
         decision,
-        ending: PoolEnding::Close(requeue),
+        ending: PassEnding::Close(requeue),
     };
     if current.is_none() && !p.deleting() && !snap.stored.ever_applied {
         // Nothing can run before the dependencies are there.
@@ -158,8 +146,8 @@ pub fn plan(
         Decided::Start {
             op, remediation, ..
         } => (op, remediation),
-        Decided::DropFinalizer => return Ok(ended(effects, decision, PoolEnding::Release)),
-        Decided::Retain => return Ok(ended(effects, decision, PoolEnding::Retain)),
+        Decided::DropFinalizer => return Ok(ended(effects, decision, PassEnding::Release)),
+        Decided::Retain => return Ok(ended(effects, decision, PassEnding::Retain)),
         _ => {
             let requeue = decision.requeue;
             return Ok(close(effects, Some(decision), requeue));
@@ -186,10 +174,10 @@ pub fn plan(
     if let (Op::Apply, Some(g)) = (op, &guard) {
         g.prepare_apply(&mut req);
     }
-    Ok(ended(effects, decision, PoolEnding::Start(Box::new(req))))
+    Ok(ended(effects, decision, PassEnding::Start(Box::new(req))))
 }
 
-fn ended(effects: Vec<PoolEffect>, decision: Decision, ending: PoolEnding) -> PoolPlan {
+fn ended(effects: Vec<PoolEffect>, decision: Decision, ending: PassEnding) -> PoolPlan {
     PoolPlan {
         effects,
         decision: Some(decision),
@@ -385,17 +373,7 @@ pub async fn execute(
     for e in &plan.effects {
         effect(ctx, obj, e).await?;
     }
-    if let Some(d) = &plan.decision {
-        tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), reason = %d.reason_label(), op = d.op_label(), "decided");
-        ending::count_decision(ctx, obj, d);
-    }
-    match (plan.ending, plan.decision) {
-        (PoolEnding::Start(req), Some(d)) => ending::start_job(ctx, obj, p, *req, &d, now).await,
-        (PoolEnding::Retain, _) => ending::retain_and_release(ctx, obj, p).await,
-        (PoolEnding::Release, _) => ending::release_after_destroy(ctx, obj, p).await,
-        (PoolEnding::Close(requeue), _) => ending::close(ctx, obj, p, requeue).await,
-        (PoolEnding::Start(_), None) => unreachable!("a start is always decided"),
-    }
+    ending::end_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
 }
 
 async fn effect(ctx: &Context, obj: &TerraformMachinePool, e: &PoolEffect) -> Result<(), Error> {

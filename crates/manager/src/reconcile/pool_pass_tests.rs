@@ -1,7 +1,6 @@
 //! Whole passes of a pool as tables: a snapshot in, the status draft, the
 //! effects and the ending out. No client, no cluster.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use captf_api::effective::{self, ManagerDefaults};
@@ -14,9 +13,9 @@ use crate::adapters::pool::BootstrapSecret;
 use crate::engine::decide::{Membership, Reason};
 use crate::engine::preamble::OwnerLookup;
 use crate::reconcile::common::PassSettings;
+use crate::reconcile::job_start::StartRequest;
 use crate::reconcile::pass::Loaded;
 use crate::reconcile::status::Draft;
-use crate::state::reader::StateOutput;
 
 const NS: &str = "team-a";
 
@@ -72,27 +71,7 @@ fn deps(tc: bool, mp_annotations: Value) -> Deps {
 }
 
 fn summary(outputs: Value, inputs_hash: Option<&str>) -> StateSummary {
-    StateSummary {
-        serial: 3,
-        lineage: "l".into(),
-        runtime_version: "1.10.10".into(),
-        outputs: outputs
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| {
-                let out = StateOutput {
-                    value: v.clone(),
-                    type_: Value::Null,
-                    sensitive: false,
-                };
-                (k.clone(), out)
-            })
-            .collect::<BTreeMap<_, _>>(),
-        managed_resources: 1,
-        compressed_bytes: 100,
-        inputs_hash: inputs_hash.map(str::to_owned),
-    }
+    StateSummary::with_outputs(outputs, inputs_hash)
 }
 
 fn healthy() -> Value {
@@ -185,7 +164,7 @@ fn reason_of(draft: &Draft, t: &str) -> Option<String> {
 
 fn started(plan: &PoolPlan) -> Option<(Op, &StartRequest)> {
     match &plan.ending {
-        PoolEnding::Start(req) => Some((req.op, req)),
+        PassEnding::Start(req) => Some((req.op, req)),
         _ => None,
     }
 }
@@ -219,7 +198,7 @@ fn a_pool_without_its_terraform_cluster_waits_and_writes_nothing() {
     assert!(plan.decision.is_none());
     assert!(matches!(
         plan.ending,
-        PoolEnding::Close(Some(DEPENDENCIES_REQUEUE))
+        PassEnding::Close(Some(DEPENDENCIES_REQUEUE))
     ));
     assert_eq!(
         reason_of(&draft, conditions::DEPENDENCIES_READY).as_deref(),
@@ -238,7 +217,7 @@ fn a_missing_variables_source_holds_the_pool() {
     let (plan, draft) = run(&obj, &deps, &snap);
     assert!(matches!(
         plan.ending,
-        PoolEnding::Close(Some(DEPENDENCIES_REQUEUE))
+        PassEnding::Close(Some(DEPENDENCIES_REQUEUE))
     ));
     assert_eq!(
         reason_of(&draft, conditions::DEPENDENCIES_READY).as_deref(),

@@ -201,6 +201,36 @@ impl ClassifyName for serde_json::Error {
 }
 
 #[cfg(test)]
+impl StateSummary {
+    /// A state of serial 3 whose outputs are `outputs` (name → value, none
+    /// sensitive), applied from `inputs_hash` when given.
+    pub fn with_outputs(outputs: serde_json::Value, inputs_hash: Option<&str>) -> StateSummary {
+        let outputs = outputs
+            .as_object()
+            .expect("outputs by name")
+            .iter()
+            .map(|(k, v)| {
+                let out = StateOutput {
+                    value: v.clone(),
+                    type_: serde_json::Value::Null,
+                    sensitive: false,
+                };
+                (k.clone(), out)
+            })
+            .collect();
+        StateSummary {
+            serial: 3,
+            lineage: "l".into(),
+            runtime_version: "1.10.10".into(),
+            outputs,
+            managed_resources: 1,
+            compressed_bytes: 100,
+            inputs_hash: inputs_hash.map(str::to_owned),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use std::io::Write;
 
