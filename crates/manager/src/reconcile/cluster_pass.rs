@@ -428,12 +428,14 @@ async fn effect(ctx: &Context, obj: &TerraformCluster, e: &ClusterEffect) -> Res
         ClusterEffect::PatchSpec(patch) => {
             let api: Api<TerraformCluster> =
                 Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-            api.patch(
-                &obj.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await?;
+            let after = api
+                .patch(
+                    &obj.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await?;
+            pass::wrote(ctx, &after);
         }
         ClusterEffect::Event { reason, note } => {
             pass::event(ctx, obj, false, reason, "Outputs", note.clone()).await

@@ -328,8 +328,10 @@ pub async fn write(ctx: &Context, obj: &TerraformMachinePool, w: &GuardWrite) ->
         GuardWrite::ConsumeApproval => {
             let api: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), &ns);
             let patch = json!({"metadata": {"annotations": {annotations::APPROVE_DESTRUCTIVE_PLAN: Value::Null}}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            let after = api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
+            super::pass::wrote(ctx, &after);
         }
     }
     Ok(())

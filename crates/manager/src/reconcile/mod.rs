@@ -103,10 +103,42 @@ pub struct Context {
     pub pool_stores: std::sync::OnceLock<watches::PoolStores>,
     /// Objects whose last pass was quiet (see `quiet`).
     pub quiet: quiet::QuietPasses,
+    /// The resourceVersion each running pass's own writes left on its
+    /// object (see `pass::wrote`).
+    pub written: Written,
     /// Full passes run per object (tests and the benchmark read it).
     pub passes: PassCounter,
     /// Resyncs that a quiet pass answered, per object.
     pub quiet_passes: PassCounter,
+}
+
+/// The resourceVersion a pass's own last write to its object returned,
+/// keyed `Kind/namespace/name`: the status patch that ends the pass is
+/// conditional on it, so a pass that began on a cached object older than
+/// the manager's own last status write fails with a conflict and runs
+/// again on the newer one, instead of writing conditions it read stale.
+#[derive(Debug, Clone, Default)]
+pub struct Written(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>);
+
+impl Written {
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.0
+            .lock()
+            .expect("the written versions")
+            .get(key)
+            .cloned()
+    }
+
+    pub fn set(&self, key: String, resource_version: String) {
+        self.0
+            .lock()
+            .expect("the written versions")
+            .insert(key, resource_version);
+    }
+
+    pub fn forget(&self, key: &str) {
+        self.0.lock().expect("the written versions").remove(key);
+    }
 }
 
 /// Passes per object, keyed `Kind/namespace/name`.
@@ -156,6 +188,7 @@ impl Context {
             credentials_ensured: ensured::Ensured::new(ttl),
             pool_stores: std::sync::OnceLock::new(),
             quiet: quiet::memo(ttl),
+            written: Written::default(),
             passes: PassCounter::default(),
             quiet_passes: PassCounter::default(),
         }

@@ -208,14 +208,37 @@ pub async fn set_block_move<K: Workload>(
         serde_json::Value::Null
     };
     let patch = json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: value}}});
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    let after = api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    wrote(ctx, &after);
     *present = on;
     Ok(())
+}
+
+fn written_key<K: Workload>(obj: &K) -> String {
+    super::quiet::key(
+        K::KIND.kind(),
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+    )
+}
+
+/// A write of this pass to its own object returned `after`: the status
+/// patch that ends the pass expects its resourceVersion.
+pub fn wrote<K: Workload>(ctx: &Context, after: &K) {
+    if let Some(rv) = after.meta().resource_version.clone() {
+        ctx.written.set(written_key(after), rv);
+    }
+}
+
+/// A pass begins: only its own writes count from here.
+pub fn begin_writes<K: Workload>(ctx: &Context, obj: &K) {
+    ctx.written.forget(&written_key(obj));
 }
 
 /// The condition a waiting op reports on.
@@ -301,12 +324,25 @@ pub async fn finish<K: Workload>(
     // something.
     if !draft.unchanged_from(&current) {
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-        api.patch_status(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&draft.patch()),
-        )
-        .await?;
+        let mut patch = draft.patch();
+        // Conditional on the version this pass read or last wrote: a
+        // status computed from a cache older than that is refused (409)
+        // and the pass runs again.
+        let expected = ctx
+            .written
+            .get(&written_key(obj))
+            .or_else(|| obj.meta().resource_version.clone());
+        if let Some(rv) = expected {
+            patch["metadata"] = json!({"resourceVersion": rv});
+        }
+        let after = api
+            .patch_status(
+                &obj.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        wrote(ctx, &after);
     }
     for m in marks {
         for e in &m.events {

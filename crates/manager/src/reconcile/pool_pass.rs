@@ -381,12 +381,14 @@ async fn effect(ctx: &Context, obj: &TerraformMachinePool, e: &PoolEffect) -> Re
     match e {
         PoolEffect::PatchSpec(patch) => {
             let api: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), &ns);
-            api.patch(
-                &obj.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await?;
+            let after = api
+                .patch(
+                    &obj.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await?;
+            pass::wrote(ctx, &after);
         }
         PoolEffect::PatchMachinePool { name, patch } => {
             let api: Api<DynamicObject> =

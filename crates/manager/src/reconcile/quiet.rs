@@ -141,6 +141,7 @@ pub fn settle<K: Workload>(
 /// error leaves none.
 pub fn unsettle<K: Workload>(ctx: &Context, obj: &K) {
     ctx.quiet.begin(key_of(obj));
+    super::pass::begin_writes(ctx, obj);
 }
 
 /// Whether an entry still stands for `obj` at `now` (pure: the object, the
