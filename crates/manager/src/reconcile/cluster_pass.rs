@@ -18,7 +18,7 @@ use captf_api::{TerraformMachine, TerraformMachinePool};
 use captf_contract::outputs::RoleOutputs;
 use captf_contract::{Role, RoleInputs, inputs_hash, render_root};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
@@ -425,18 +425,7 @@ pub async fn execute(
 
 async fn effect(ctx: &Context, obj: &TerraformCluster, e: &ClusterEffect) -> Result<(), Error> {
     match e {
-        ClusterEffect::PatchSpec(patch) => {
-            let api: Api<TerraformCluster> =
-                Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-            let after = api
-                .patch(
-                    &obj.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(patch),
-                )
-                .await?;
-            pass::wrote(ctx, &after);
-        }
+        ClusterEffect::PatchSpec(patch) => pass::patch_own(ctx, obj, patch).await?,
         ClusterEffect::Event { reason, note } => {
             pass::event(ctx, obj, false, reason, "Outputs", note.clone()).await
         }

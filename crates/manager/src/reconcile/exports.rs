@@ -9,7 +9,6 @@ use captf_contract::{
     RoleInputs, UserVariables, approval_hash, exports_hash, inputs_hash, render_root,
 };
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::common::{OpenPass, Rendered};
@@ -326,12 +325,8 @@ pub async fn write(ctx: &Context, obj: &TerraformMachinePool, w: &GuardWrite) ->
             .await?;
         }
         GuardWrite::ConsumeApproval => {
-            let api: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), &ns);
             let patch = json!({"metadata": {"annotations": {annotations::APPROVE_DESTRUCTIVE_PLAN: Value::Null}}});
-            let after = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-            super::pass::wrote(ctx, &after);
+            super::pass::patch_own(ctx, obj, &patch).await?;
         }
     }
     Ok(())

@@ -201,22 +201,34 @@ pub async fn set_block_move<K: Workload>(
     if *present == on {
         return Ok(());
     }
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let value = if on {
         json!("true")
     } else {
         serde_json::Value::Null
     };
     let patch = json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: value}}});
+    patch_own(ctx, obj, &patch).await?;
+    *present = on;
+    Ok(())
+}
+
+/// A merge patch of the pass's own object (metadata or spec, never its
+/// status), remembered so the status patch that ends the pass expects the
+/// version it left.
+pub async fn patch_own<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    patch: &serde_json::Value,
+) -> Result<(), Error> {
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let after = api
         .patch(
             &obj.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(&patch),
+            &Patch::Merge(patch),
         )
         .await?;
     wrote(ctx, &after);
-    *present = on;
     Ok(())
 }
 
@@ -230,7 +242,7 @@ fn written_key<K: Workload>(obj: &K) -> String {
 
 /// A write of this pass to its own object returned `after`: the status
 /// patch that ends the pass expects its resourceVersion.
-pub fn wrote<K: Workload>(ctx: &Context, after: &K) {
+fn wrote<K: Workload>(ctx: &Context, after: &K) {
     if let Some(rv) = after.meta().resource_version.clone() {
         ctx.written.set(written_key(after), rv);
     }

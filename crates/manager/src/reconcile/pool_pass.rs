@@ -379,17 +379,7 @@ pub async fn execute(
 async fn effect(ctx: &Context, obj: &TerraformMachinePool, e: &PoolEffect) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
     match e {
-        PoolEffect::PatchSpec(patch) => {
-            let api: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), &ns);
-            let after = api
-                .patch(
-                    &obj.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(patch),
-                )
-                .await?;
-            pass::wrote(ctx, &after);
-        }
+        PoolEffect::PatchSpec(patch) => pass::patch_own(ctx, obj, patch).await?,
         PoolEffect::PatchMachinePool { name, patch } => {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), &ns, &capi::machine_pool_resource());
