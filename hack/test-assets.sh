@@ -2,7 +2,7 @@
 # Builds the test assets from the Go module proxy into a cache keyed by version:
 #   kube-apiserver, kube-controller-manager, etcd  -> $CACHE/kubernetes-v<k8s>/
 #   tofu (OpenTofu)                                -> $CACHE/opentofu-v<tofu>/
-#   Cluster API CRDs                               -> $CACHE/cluster-api-v<capi>/crd/
+#   Cluster API managers, clusterctl, CRDs, webhooks -> $CACHE/cluster-api-v<capi>/
 # Does nothing for an asset that is already there. Honours KUBEBUILDER_ASSETS
 # (a folder with kube-apiserver and etcd, the envtest convention, plus the
 # kube-controller-manager the test clusters run) and TOFU (a tofu binary) when
@@ -94,20 +94,57 @@ build_tofu() {
   rm -rf "$tofu_dir.tmp" && mv "$work/out" "$tofu_dir.tmp" && mv "$tofu_dir.tmp" "$tofu_dir"
 }
 
-fetch_capi_crds() {
-  local v=$CLUSTER_API_VERSION dir
-  log "fetching Cluster API v$v CRDs"
-  dir=$(go mod download -json "sigs.k8s.io/cluster-api@v$v" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  # The generated CRDs moved from config/ to core/config/ in v1.14.
-  local bases=
-  for bases in "$dir/core/config/crd/bases" "$dir/config/crd/bases"; do
-    [ -d "$bases" ] && break
-  done
-  [ -d "$bases" ] || die "sigs.k8s.io/cluster-api@v$v has no (core/)config/crd/bases"
-  rm -rf "$capi_dir.tmp" && mkdir -p "$capi_dir.tmp/crd"
-  cp "$bases"/*.yaml "$capi_dir.tmp/crd/"
-  chmod -R u+w "$capi_dir.tmp"
-  rm -rf "$capi_dir" && mv "$capi_dir.tmp" "$capi_dir"
+# The Cluster API parts tests run as processes, all from the one module version:
+#   bin/     the core manager, the kubeadm bootstrap and control plane managers, clusterctl
+#   crd/     every CRD they serve (core, kubeadm bootstrap, kubeadm control plane)
+#   webhook/ each manager's webhook configurations (core.yaml, bootstrap.yaml, controlplane.yaml)
+CAPI_BINARIES="cluster-api-manager kubeadm-bootstrap-manager kubeadm-control-plane-manager clusterctl"
+capi_complete() {
+  local b
+  for b in $CAPI_BINARIES; do [ -x "$capi_dir/bin/$b" ] || return 1; done
+  for b in core bootstrap controlplane; do [ -s "$capi_dir/webhook/$b.yaml" ] || return 1; done
+  ls "$capi_dir"/crd/*.yaml >/dev/null 2>&1
+}
+
+build_capi() {
+  local v=$CLUSTER_API_VERSION
+  local work; work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  log "building Cluster API v$v (core, kubeadm bootstrap and control plane managers, clusterctl)"
+  new_wrapper "$work"
+  local dir
+  (
+    cd "$work"
+    # The api packages are their own module, which cluster-api's go.mod
+    # replaces by a path that is not in its module zip: replace it here.
+    go mod edit -require="sigs.k8s.io/cluster-api@v$v" -require="sigs.k8s.io/cluster-api/api@v$v" \
+      -replace="sigs.k8s.io/cluster-api/api=sigs.k8s.io/cluster-api/api@v$v"
+    go get "sigs.k8s.io/cluster-api/core@v$v" "sigs.k8s.io/cluster-api/bootstrap/kubeadm@v$v" \
+      "sigs.k8s.io/cluster-api/controlplane/kubeadm@v$v" "sigs.k8s.io/cluster-api/cmd/clusterctl@v$v" >&2
+    local pkg=sigs.k8s.io/cluster-api/version minor
+    minor=$(cut -d. -f2 <<<"$v")
+    local ld="-s -w -X $pkg.gitVersion=v$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor \
+      -X $pkg.gitTreeState=clean -X $pkg.gitCommit=v$v -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    mkdir -p out/bin
+    go build -trimpath -ldflags "$ld" -o out/bin/cluster-api-manager sigs.k8s.io/cluster-api/core
+    go build -trimpath -ldflags "$ld" -o out/bin/kubeadm-bootstrap-manager sigs.k8s.io/cluster-api/bootstrap/kubeadm
+    go build -trimpath -ldflags "$ld" -o out/bin/kubeadm-control-plane-manager sigs.k8s.io/cluster-api/controlplane/kubeadm
+    go build -trimpath -ldflags "$ld" -o out/bin/clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl
+  )
+  dir=$(cd "$work" && go mod download -json "sigs.k8s.io/cluster-api@v$v" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir/core/config/crd/bases" ] || die "sigs.k8s.io/cluster-api@v$v has no core/config/crd/bases"
+  mkdir -p "$work/out/crd" "$work/out/webhook"
+  cp "$dir"/core/config/crd/bases/*.yaml "$dir"/bootstrap/kubeadm/config/crd/bases/*.yaml \
+    "$dir"/controlplane/kubeadm/config/crd/bases/*.yaml "$work/out/crd/"
+  cp "$dir/core/config/webhook/manifests.yaml" "$work/out/webhook/core.yaml"
+  cp "$dir/bootstrap/kubeadm/config/webhook/manifests.yaml" "$work/out/webhook/bootstrap.yaml"
+  cp "$dir/controlplane/kubeadm/config/webhook/manifests.yaml" "$work/out/webhook/controlplane.yaml"
+  cp "$dir/metadata.yaml" "$work/out/metadata.yaml"
+  chmod -R u+w "$work/out"
+  local got; got=$("$work/out/bin/clusterctl" version -o short 2>/dev/null || true)
+  [ "$got" = "v$v" ] || die "clusterctl reports '$got', expected 'v$v'"
+  mkdir -p "$cache"
+  rm -rf "$capi_dir.tmp" && mv "$work/out" "$capi_dir.tmp" && rm -rf "$capi_dir" && mv "$capi_dir.tmp" "$capi_dir"
 }
 
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
@@ -130,6 +167,6 @@ else
   [ -x "$tofu" ] || build_tofu
 fi
 
-ls "$capi_dir"/crd/*.yaml >/dev/null 2>&1 || fetch_capi_crds
+capi_complete || build_capi
 
-printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd"
+printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir"

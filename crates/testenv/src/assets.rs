@@ -91,6 +91,26 @@ pub fn capi_crds() -> Result<PathBuf, AssetError> {
     existing("Cluster API CRDs", dir, "CAPI_CRDS")
 }
 
+/// Folder of the Cluster API assets (`bin/`, `crd/`, `webhook/`):
+/// `CAPI_ASSETS`, else the cached build.
+pub fn capi_dir() -> Result<PathBuf, AssetError> {
+    if let Some(path) = std::env::var_os("CAPI_ASSETS") {
+        return existing("Cluster API assets", PathBuf::from(path), "CAPI_ASSETS");
+    }
+    let v = version("CLUSTER_API_VERSION")?;
+    existing(
+        "Cluster API assets",
+        cache_dir()?.join(format!("cluster-api-v{v}")),
+        "CAPI_ASSETS",
+    )
+}
+
+/// Path of a Cluster API binary (`cluster-api-manager`,
+/// `kubeadm-bootstrap-manager`, `kubeadm-control-plane-manager`, `clusterctl`).
+pub fn capi_binary(name: &'static str) -> Result<PathBuf, AssetError> {
+    existing(name, capi_dir()?.join("bin").join(name), "CAPI_ASSETS")
+}
+
 /// Folder of this project's generated CRDs (`config/crd/bases`).
 pub fn project_crds() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases")

@@ -35,6 +35,8 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct ControlPlane {
     pub root: PathBuf,
     pub kubeconfig: PathBuf,
+    /// The admin kubeconfig with inline certificates (for `<cluster>-kubeconfig` Secrets).
+    pub inline_kubeconfig: String,
     /// Started order: etcd, kube-apiserver, kube-controller-manager.
     pub processes: Vec<Process>,
 }
@@ -66,6 +68,26 @@ fn kubeconfig_yaml(server: &str, pki: &Pki) -> String {
     )
 }
 
+/// The same admin kubeconfig with the certificates inline: what Cluster API
+/// keeps in a workload cluster's `<cluster>-kubeconfig` Secret, which has no
+/// files to point at.
+fn inline_kubeconfig_yaml(server: &str, pki: &Pki) -> Result<String, Error> {
+    use base64::Engine as _;
+    let read = |path: &Path| {
+        std::fs::read(path)
+            .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+    };
+    Ok(format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: testenv\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n\
+         users:\n- name: admin\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n\
+         contexts:\n- name: testenv\n  context:\n    cluster: testenv\n    user: admin\ncurrent-context: testenv\n",
+        ca = read(&pki.ca_cert)?,
+        cert = read(&pki.admin_cert)?,
+        key = read(&pki.admin_key)?,
+    ))
+}
+
 /// A client configuration read from a kubeconfig file.
 pub async fn config_from(kubeconfig: &Path) -> Result<kube::Config, Error> {
     let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| Error::Kubeconfig(e.to_string()))?;
@@ -90,6 +112,7 @@ impl ControlPlane {
         let mut cp = ControlPlane {
             root: root.to_owned(),
             kubeconfig: root.join("kubeconfig"),
+            inline_kubeconfig: String::new(),
             processes: Vec::new(),
         };
 
@@ -147,6 +170,7 @@ impl ControlPlane {
 
         std::fs::write(&cp.kubeconfig, kubeconfig_yaml(&server, &pki))
             .map_err(|e| Error::io("writing the kubeconfig", e))?;
+        cp.inline_kubeconfig = inline_kubeconfig_yaml(&server, &pki)?;
         let client = kube::Client::try_from(config_from(&cp.kubeconfig).await?)?;
         cp.wait_ready(&client).await?;
 

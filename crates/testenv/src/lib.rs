@@ -18,9 +18,11 @@
 //! stopped gracefully (and their folder removed) when it exits normally.
 
 pub mod assets;
+pub mod capi;
 pub mod control_plane;
 pub mod crds;
 pub mod executor;
+pub mod nodes;
 pub mod pki;
 pub mod process;
 
@@ -70,6 +72,10 @@ enum Cluster {
     /// Started by this harness; the control plane is shared with the exit hook.
     Local {
         kubeconfig: PathBuf,
+        /// The same kubeconfig with inline certificates.
+        inline_kubeconfig: String,
+        /// The control plane's folder.
+        root: PathBuf,
         logs: Vec<(String, PathBuf)>,
         pids: Vec<u32>,
     },
@@ -87,6 +93,10 @@ pub struct TestEnv {
 static ENV: OnceLock<Result<TestEnv, String>> = OnceLock::new();
 /// The running control plane, for the exit hook.
 static RUNNING: Mutex<Option<ControlPlane>> = Mutex::new(None);
+/// The Cluster API managers, for the exit hook.
+static CAPI_RUNNING: Mutex<Vec<process::Process>> = Mutex::new(Vec::new());
+/// Their logs, for a failing test.
+static CAPI_LOGS: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
 /// The local executor's work folder, removed by the exit hook.
 static EXECUTOR_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
 
@@ -142,12 +152,14 @@ impl TestEnv {
         }
     }
 
-    /// The last `lines` lines of each control-plane log (empty for an
-    /// existing cluster).
+    /// The last `lines` lines of each control-plane log and of each Cluster
+    /// API manager's (empty for an existing cluster).
     pub fn logs(&self, lines: usize) -> String {
+        let managers = CAPI_LOGS.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match &self.cluster {
             Cluster::Local { logs, .. } => logs
                 .iter()
+                .chain(managers.iter())
                 .map(|(name, path)| {
                     format!(
                         "----- {name} ({}) -----\n{}\n",
@@ -200,6 +212,62 @@ impl TestEnv {
         })
     }
 
+    /// Cluster API's controllers (see [`capi`]) and the node agent (see
+    /// [`nodes`]), started on first use and running until the test process
+    /// exits. Panics with the reason (a missing asset, a manager that
+    /// failed, its log) when they cannot start. Against an existing cluster
+    /// nothing is started: that cluster is expected to run Cluster API.
+    pub async fn cluster_api(&'static self) -> ClusterApi {
+        static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
+        let started = tokio::task::spawn_blocking(move || {
+            STARTED.get_or_init(|| self.start_cluster_api()).clone()
+        })
+        .await
+        .expect("starting Cluster API panicked");
+        if let Err(e) = started {
+            panic!("Cluster API unavailable: {e}");
+        }
+        ClusterApi { env: self }
+    }
+
+    fn start_cluster_api(&'static self) -> Result<(), String> {
+        let Cluster::Local {
+            kubeconfig, root, ..
+        } = &self.cluster
+        else {
+            return Ok(());
+        };
+        let (kubeconfig, dir) = (kubeconfig.clone(), capi::root_dir(root));
+        let config = self.config.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Like the control plane's, this thread outlives its processes (they
+        // die with it); it goes on to run the node agent.
+        std::thread::Builder::new()
+            .name("captf-cluster-api".to_owned())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime for Cluster API");
+                rt.block_on(async move {
+                    let client =
+                        kube::Client::try_from(config).expect("client from a valid config");
+                    let started = start_managers(&client, &kubeconfig, &dir).await;
+                    let ok = started.is_ok();
+                    let _ = tx.send(started.map_err(|e| e.to_string()));
+                    if ok {
+                        nodes::run(client).await;
+                    }
+                });
+                loop {
+                    std::thread::park();
+                }
+            })
+            .map_err(|e| format!("spawning the Cluster API thread: {e}"))?;
+        rx.recv()
+            .map_err(|_| "the Cluster API thread ended without a result".to_owned())?
+    }
+
     /// A fresh namespace for one test, deleted when the guard drops. If the
     /// test is failing (panicking) at that point, the control plane's logs
     /// are printed with the failure.
@@ -225,6 +293,58 @@ impl TestEnv {
             client,
             env: self,
         }
+    }
+}
+
+async fn start_managers(client: &kube::Client, kubeconfig: &Path, dir: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    for component in capi::COMPONENTS {
+        let process = capi::start(component, client, kubeconfig, dir).await?;
+        CAPI_LOGS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((process.name.clone(), process.log.clone()));
+        CAPI_RUNNING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(process);
+    }
+    Ok(())
+}
+
+/// Cluster API running against the test cluster.
+#[derive(Clone, Copy)]
+pub struct ClusterApi {
+    env: &'static TestEnv,
+}
+
+impl ClusterApi {
+    /// The `<cluster>-kubeconfig` Secret a control plane provider would
+    /// write, pointing at the test control plane itself (the workload
+    /// cluster of every test), owned by the Cluster so it goes with it.
+    pub fn kubeconfig_secret(
+        &self,
+        cluster: &str,
+        cluster_uid: &str,
+    ) -> k8s_openapi::api::core::v1::Secret {
+        let value = match &self.env.cluster {
+            Cluster::Local {
+                inline_kubeconfig, ..
+            } => inline_kubeconfig.clone(),
+            Cluster::Existing => String::new(),
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": format!("{cluster}-kubeconfig"),
+                "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                     "name": cluster, "uid": cluster_uid}],
+            },
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": {"value": value},
+        }))
+        .expect("a static secret")
     }
 }
 
@@ -345,6 +465,8 @@ async fn start_local() -> Result<TestEnv, Error> {
         }
     };
     let kubeconfig = cp.kubeconfig.clone();
+    let inline_kubeconfig = cp.inline_kubeconfig.clone();
+    let root = cp.root.clone();
     let logs = cp
         .processes
         .iter()
@@ -358,6 +480,8 @@ async fn start_local() -> Result<TestEnv, Error> {
         config,
         cluster: Cluster::Local {
             kubeconfig,
+            inline_kubeconfig,
+            root,
             logs,
             pids,
         },
@@ -402,6 +526,10 @@ fn register_exit_hook() {
 /// Runs when the test process exits: stop the control plane gracefully and
 /// remove its folder.
 extern "C" fn stop_at_exit() {
+    let managers = std::mem::take(&mut *CAPI_RUNNING.lock().unwrap_or_else(|p| p.into_inner()));
+    for mut p in managers.into_iter().rev() {
+        p.stop(std::time::Duration::from_secs(5));
+    }
     let running = RUNNING.lock().ok().and_then(|mut r| r.take());
     if let Some(mut cp) = running {
         cp.stop();

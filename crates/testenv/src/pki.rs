@@ -96,3 +96,29 @@ impl Pki {
         })
     }
 }
+
+/// A webhook serving certificate for `127.0.0.1` and `localhost`, signed by a
+/// CA of its own, written as `tls.crt` and `tls.key` (the controller-runtime
+/// names) into `dir`. Returns the CA's PEM: the `caBundle` of the webhook
+/// configurations that call this server.
+pub fn write_webhook_serving_pair(dir: &Path) -> Result<String, PkiError> {
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "captf-testenv-webhook-ca");
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate()?)?;
+    let key = KeyPair::generate()?;
+    let mut serving = CertificateParams::new(vec!["localhost".to_owned()])?;
+    serving
+        .subject_alt_names
+        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = serving.signed_by(&key, &ca)?;
+    write(dir.join("tls.crt"), &cert.pem())?;
+    write(dir.join("tls.key"), &key.serialize_pem())?;
+    Ok(ca.pem())
+}

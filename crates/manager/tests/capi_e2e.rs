@@ -1,0 +1,391 @@
+//! The provider driven by Cluster API's own controllers: the core manager
+//! (and the kubeadm providers) as processes against the real control plane,
+//! this provider's controllers in the test process, the local executor
+//! running the real runner and OpenTofu, and the node agent standing in for
+//! the kubelets of the pool's members. Nothing here plays Cluster API: the
+//! owner references, cluster-name labels, the MachinePool's provider ID list,
+//! node references and the deletion cascade all come from its controllers.
+//! The test only writes what a user (and, for the kubeconfig Secret, a
+//! control plane provider) would.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use captf_api::{TerraformCluster, TerraformMachinePool};
+use captf_manager::capi;
+use captf_testenv::{TestEnv, TestNamespace, eventually};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::*;
+
+async fn create(ns: &TestNamespace, ar: &kube::api::ApiResource, obj: Value) -> DynamicObject {
+    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), ar);
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(obj).unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+fn machine_pools(ns: &TestNamespace) -> Api<DynamicObject> {
+    Api::namespaced_with(ns.client(), ns.name(), &capi::machine_pool_resource())
+}
+
+fn clusters(ns: &TestNamespace) -> Api<DynamicObject> {
+    Api::namespaced_with(ns.client(), ns.name(), &capi::cluster_resource())
+}
+
+/// What a user writes for a classic Cluster: the Cluster, its
+/// TerraformCluster, a MachinePool of `replicas` with its
+/// TerraformMachinePool (no owner references, no labels), the credentials
+/// and the bootstrap data.
+async fn user_objects(ns: &TestNamespace, replicas: i32) -> DynamicObject {
+    let secrets = ns.api::<Secret>();
+    for (name, data) in [
+        ("creds", json!({"token": "x"})),
+        (
+            "pool-bootstrap",
+            json!({"value": "#cloud-config\n", "format": "cloud-config"}),
+        ),
+    ] {
+        let s: Secret =
+            serde_json::from_value(json!({"metadata": {"name": name}, "stringData": data}))
+                .unwrap();
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+    let cluster = create(ns, &capi::cluster_resource(), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "prod"},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": "prod"}},
+    }))
+    .await;
+    let tc: TerraformCluster = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
+        "metadata": {"name": "prod"},
+        "spec": {"source": {"image": module_ref("cluster", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
+    }))
+    .unwrap();
+    ns.api::<TerraformCluster>()
+        .create(&PostParams::default(), &tc)
+        .await
+        .unwrap();
+    create(ns, &capi::machine_pool_resource(), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+        "metadata": {"name": "pool-a"},
+        "spec": {
+            "clusterName": "prod",
+            "replicas": replicas,
+            "template": {"spec": {
+                "clusterName": "prod",
+                "bootstrap": {"dataSecretName": "pool-bootstrap"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformMachinePool", "name": "pool-a"},
+                "version": "v1.37.2",
+            }},
+        },
+    }))
+    .await;
+    let pool: TerraformMachinePool = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+        "metadata": {"name": "pool-a"},
+        "spec": {"source": {"image": module_ref("machinepool", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "membershipRefreshIntervalSeconds": 15},
+    }))
+    .unwrap();
+    ns.api::<TerraformMachinePool>()
+        .create(&PostParams::default(), &pool)
+        .await
+        .unwrap();
+    cluster
+}
+
+/// The MachinePool as Cluster API sees it: provider IDs, node references
+/// (by provider ID of the node they name), ready replicas counted from
+/// nodes, and the phase.
+#[derive(Debug, PartialEq)]
+struct PoolView {
+    provider_ids: BTreeSet<String>,
+    node_provider_ids: BTreeSet<String>,
+    node_ready_replicas: i64,
+    phase: String,
+}
+
+async fn pool_view(ns: &TestNamespace) -> Option<PoolView> {
+    let mp = machine_pools(ns).get("pool-a").await.ok()?;
+    let strings = |v: &Value| -> BTreeSet<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    };
+    let nodes: Api<Node> = Api::all(ns.client());
+    let mut node_provider_ids = BTreeSet::new();
+    for r in mp.data["status"]["nodeRefs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let node = nodes.get(r["name"].as_str()?).await.ok()?;
+        node_provider_ids.insert(node.spec?.provider_id?);
+    }
+    Some(PoolView {
+        provider_ids: strings(&mp.data["spec"]["providerIDList"]),
+        node_provider_ids,
+        node_ready_replicas: mp.data["status"]["deprecated"]["v1beta1"]["readyReplicas"]
+            .as_i64()
+            .unwrap_or(0),
+        phase: mp.data["status"]["phase"].as_str().unwrap_or("").to_owned(),
+    })
+}
+
+/// Waits until Cluster API's view of the pool has `replicas` members, each
+/// matched to a Ready node, and our pool reports the same members.
+async fn wait_matched(ns: &TestNamespace, replicas: usize, secs: u64) -> PoolView {
+    let last = std::sync::Mutex::new(String::new());
+    eventually(
+        &format!("the MachinePool matched to {replicas} nodes"),
+        secs,
+        || async {
+            let view = pool_view(ns).await?;
+            let pool = ns.api::<TerraformMachinePool>().get("pool-a").await.ok()?;
+            let ours: BTreeSet<String> = pool
+                .spec
+                .provider_id_list
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            let seen = format!("{view:?} ours={ours:?}");
+            let mut l = last.lock().unwrap();
+            if *l != seen {
+                eprintln!("pool-a: {seen}");
+                *l = seen;
+            }
+            (view.provider_ids.len() == replicas
+                && view.provider_ids == ours
+                && view.node_provider_ids == view.provider_ids
+                && view.node_ready_replicas == replicas as i64
+                && view.phase == "Running")
+                .then_some(view)
+        },
+    )
+    .await
+}
+
+fn owner_kinds(meta: &kube::api::ObjectMeta) -> Vec<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .map(|o| o.kind.clone())
+        .collect()
+}
+
+fn cluster_label(meta: &kube::api::ObjectMeta) -> Option<String> {
+    meta.labels
+        .as_ref()?
+        .get("cluster.x-k8s.io/cluster-name")
+        .cloned()
+}
+
+/// Everything the provider and Cluster API made in `ns` that is still there:
+/// Jobs, the provider's Secrets, Leases, the Cluster API objects, our nodes.
+async fn leftovers(ns: &TestNamespace) -> Option<Vec<String>> {
+    let mut left = Vec::new();
+    for j in ns.api::<Job>().list(&ListParams::default()).await.ok()? {
+        left.push(format!("Job/{}", j.metadata.name?));
+    }
+    for s in ns.api::<Secret>().list(&ListParams::default()).await.ok()? {
+        let name = s.metadata.name?;
+        if name.starts_with("captf-")
+            || name.starts_with("tfstate-")
+            || name.ends_with("-kubeconfig")
+        {
+            left.push(format!("Secret/{name}"));
+        }
+    }
+    for l in ns.api::<Lease>().list(&ListParams::default()).await.ok()? {
+        left.push(format!("Lease/{}", l.metadata.name?));
+    }
+    for o in clusters(ns).list(&ListParams::default()).await.ok()? {
+        left.push(format!("Cluster/{}", o.metadata.name?));
+    }
+    for o in machine_pools(ns).list(&ListParams::default()).await.ok()? {
+        left.push(format!("MachinePool/{}", o.metadata.name?));
+    }
+    for o in ns
+        .api::<TerraformCluster>()
+        .list(&ListParams::default())
+        .await
+        .ok()?
+    {
+        left.push(format!("TerraformCluster/{}", o.metadata.name?));
+    }
+    for o in ns
+        .api::<TerraformMachinePool>()
+        .list(&ListParams::default())
+        .await
+        .ok()?
+    {
+        left.push(format!("TerraformMachinePool/{}", o.metadata.name?));
+    }
+    let nodes: Api<Node> = Api::all(ns.client());
+    let prefix = format!("noop:///{}/", ns.name());
+    for n in nodes.list(&ListParams::default()).await.ok()? {
+        if n.spec
+            .and_then(|s| s.provider_id)
+            .is_some_and(|id| id.starts_with(&prefix))
+        {
+            left.push(format!("Node/{}", n.metadata.name?));
+        }
+    }
+    Some(left)
+}
+
+async fn set_replicas(ns: &TestNamespace, replicas: i32) {
+    machine_pools(ns)
+        .patch(
+            "pool-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .unwrap();
+}
+
+async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path) -> Manager {
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp));
+    for role in ["cluster", "machinepool"] {
+        insert_module(
+            env,
+            &module_ref(role, ns.name()),
+            module_image(tmp, role, "v1", &[]),
+        );
+    }
+    install_runner_role(&ns.client()).await;
+    start_manager(ns.client(), ns.name())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_api_drives_a_classic_cluster_with_a_pool_from_creation_to_deletion() {
+    let env = TestEnv::get().await;
+    let cluster_api = env.cluster_api().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+
+    let cluster = user_objects(&ns, 3).await;
+    let uid = cluster.metadata.uid.clone().unwrap();
+    ns.api::<Secret>()
+        .create(
+            &PostParams::default(),
+            &cluster_api.kubeconfig_secret("prod", &uid),
+        )
+        .await
+        .unwrap();
+
+    // Cluster API's controllers adopt our objects: owner references and
+    // the cluster-name label are theirs.
+    let tc = eventually("Cluster API owns the TerraformCluster", 60, || async {
+        let tc = ns.api::<TerraformCluster>().get("prod").await.ok()?;
+        owner_kinds(&tc.metadata)
+            .contains(&"Cluster".to_owned())
+            .then_some(tc)
+    })
+    .await;
+    assert_eq!(owner_kinds(&tc.metadata), ["Cluster"]);
+    let pool = eventually("Cluster API owns the TerraformMachinePool", 60, || async {
+        let p = ns.api::<TerraformMachinePool>().get("pool-a").await.ok()?;
+        owner_kinds(&p.metadata)
+            .contains(&"MachinePool".to_owned())
+            .then_some(p)
+    })
+    .await;
+    assert_eq!(cluster_label(&pool.metadata).as_deref(), Some("prod"));
+
+    // The cluster is provisioned in Cluster API's eyes.
+    eventually("the Cluster is Provisioned", 120, || async {
+        let c = clusters(&ns).get("prod").await.ok()?;
+        let st = &c.data["status"];
+        (st["initialization"]["infrastructureProvisioned"] == json!(true)
+            && st["phase"] == json!("Provisioned"))
+        .then_some(())
+    })
+    .await;
+
+    // Three members, each matched by Cluster API to its node.
+    let view = wait_matched(&ns, 3, 180).await;
+    let mp = machine_pools(&ns).get("pool-a").await.unwrap();
+    assert_eq!(mp.data["status"]["replicas"], json!(3));
+    assert_eq!(mp.data["status"]["readyReplicas"], json!(3));
+    assert!(
+        view.provider_ids
+            .iter()
+            .all(|id| id.starts_with(&format!("noop:///{}/pool-a/", ns.name()))),
+        "{view:?}"
+    );
+
+    // Scaling flows to the module and back; retired members' nodes go.
+    set_replicas(&ns, 1).await;
+    wait_matched(&ns, 1, 180).await;
+    let nodes: Api<Node> = Api::all(ns.client());
+    let prefix = format!("noop:///{}/", ns.name());
+    eventually(
+        "the retired members' nodes are deleted by Cluster API",
+        60,
+        || async {
+            let ours = nodes
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .into_iter()
+                .filter(|n| {
+                    n.spec
+                        .as_ref()
+                        .and_then(|s| s.provider_id.as_ref())
+                        .is_some_and(|id| id.starts_with(&prefix))
+                })
+                .count();
+            (ours == 1).then_some(())
+        },
+    )
+    .await;
+    set_replicas(&ns, 0).await;
+    eventually("the MachinePool scaled to zero", 180, || async {
+        let view = pool_view(&ns).await?;
+        let mp = machine_pools(&ns).get("pool-a").await.ok()?;
+        (view.provider_ids.is_empty()
+            && view.node_provider_ids.is_empty()
+            && mp.data["status"]["replicas"] == json!(0))
+        .then_some(())
+    })
+    .await;
+
+    // Deleting the Cluster through Cluster API removes everything.
+    clusters(&ns)
+        .delete("prod", &DeleteParams::default())
+        .await
+        .unwrap();
+    let last = std::sync::Mutex::new(Vec::new());
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(240), async {
+        loop {
+            if let Some(left) = leftovers(&ns).await {
+                if left.is_empty() {
+                    return;
+                }
+                *last.lock().unwrap() = left;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "still there after the Cluster's deletion: {:?}",
+        last.lock().unwrap()
+    );
+}

@@ -1,0 +1,177 @@
+//! The node agent: what the kubelets of a workload cluster's machines would
+//! do, for a test cluster that has none. The workload clusters of the tests
+//! are the test control plane itself (their `<cluster>-kubeconfig` Secrets
+//! point at it), so when a TerraformMachinePool or TerraformMachine reports a
+//! provider ID, the agent registers a Ready `Node` with that provider ID, and
+//! Cluster API's own node matching (`nodeRefs`, ready replicas) runs on it.
+//!
+//! Nodes are never removed here: deleting the nodes of retired members is
+//! Cluster API's part (the MachinePool controller deletes the nodes whose
+//! provider IDs left its list, and the nodes of a deleted pool).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::json;
+
+/// Label on every node the agent registers.
+pub const AGENT_LABEL: &str = "captf.io/test-node-agent";
+
+fn infrastructure(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "infrastructure.cluster.x-k8s.io".to_owned(),
+        version: "v1alpha1".to_owned(),
+        api_version: "infrastructure.cluster.x-k8s.io/v1alpha1".to_owned(),
+        kind: kind.to_owned(),
+        plural: plural.to_owned(),
+    }
+}
+
+/// The provider IDs an infrastructure object reports: a pool's
+/// `spec.providerIDList`, a machine's `spec.providerID`.
+pub fn provider_ids(obj: &DynamicObject) -> Vec<String> {
+    let spec = &obj.data["spec"];
+    let mut ids: Vec<String> = spec["providerIDList"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    if let Some(id) = spec["providerID"].as_str() {
+        ids.push(id.to_owned());
+    }
+    ids.retain(|id| !id.is_empty());
+    ids
+}
+
+/// A node name for a provider ID: its path in lower-case DNS-label
+/// characters, with a hash suffix so two IDs never share a name.
+pub fn node_name(provider_id: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let path = provider_id
+        .split_once("://")
+        .map_or(provider_id, |(_, rest)| rest);
+    let mut name: String = path
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    name = name.trim_matches('-').to_owned();
+    name.truncate(40);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    provider_id.hash(&mut h);
+    format!(
+        "node-{}-{:08x}",
+        name.trim_end_matches('-'),
+        h.finish() as u32
+    )
+}
+
+async fn register(nodes: &Api<Node>, provider_id: &str) -> Result<(), kube::Error> {
+    let name = node_name(provider_id);
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {AGENT_LABEL: "true", "kubernetes.io/hostname": name}},
+        "spec": {"providerID": provider_id},
+    }))
+    .expect("a static node");
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let status = json!({"status": {
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "message": "registered by the test node agent",
+                        "lastHeartbeatTime": now, "lastTransitionTime": now}],
+        "addresses": [{"type": "Hostname", "address": name}],
+    }});
+    nodes
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
+
+/// Runs until the future is dropped: watches pools and machines in every
+/// namespace and registers a node for each provider ID they report.
+pub async fn run(client: kube::Client) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let watch = |kind: &str, plural: &str| {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &infrastructure(kind, plural));
+        watcher(api, watcher::Config::default()).boxed()
+    };
+    let mut events = futures::stream::select(
+        watch("TerraformMachinePool", "terraformmachinepools"),
+        watch("TerraformMachine", "terraformmachines"),
+    );
+    let mut registered: HashSet<String> = HashSet::new();
+    while let Some(event) = events.next().await {
+        let obj = match event {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+            Ok(_) => continue,
+            Err(e) => {
+                eprintln!("[node-agent] watch error: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        for id in provider_ids(&obj) {
+            if registered.contains(&id) {
+                continue;
+            }
+            match register(&nodes, &id).await {
+                Ok(()) => {
+                    registered.insert(id);
+                }
+                Err(e) => eprintln!("[node-agent] registering a node for {id}: {e}"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_are_dns_labels_and_distinct() {
+        let a = node_name("noop:///captf-test-x/pool-a/0");
+        let b = node_name("noop:///captf-test-x/pool-a/1");
+        assert_ne!(a, b);
+        for n in [&a, &b, &node_name("oci://ocid1.instance.oc1..AAAA_bbb")] {
+            assert!(n.len() <= 63, "{n}");
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{n}"
+            );
+            assert!(!n.starts_with('-') && !n.ends_with('-'), "{n}");
+        }
+        assert!(a.starts_with("node-captf-test-x-pool-a-0-"), "{a}");
+    }
+
+    #[test]
+    fn provider_ids_come_from_the_list_and_the_single_field() {
+        let pool: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+            "metadata": {"name": "p"}, "spec": {"providerIDList": ["a://1", "", "a://2"]},
+        }))
+        .unwrap();
+        assert_eq!(provider_ids(&pool), ["a://1", "a://2"]);
+        let machine: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachine",
+            "metadata": {"name": "m"}, "spec": {"providerID": "a://3"},
+        }))
+        .unwrap();
+        assert_eq!(provider_ids(&machine), ["a://3"]);
+    }
+}
