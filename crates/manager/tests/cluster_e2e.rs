@@ -1,6 +1,7 @@
 //! A TerraformCluster end to end: the controllers in this process, the real
 //! control plane, the local executor running the real runner and OpenTofu on
-//! the noop cluster module.
+//! the noop cluster module, and Cluster API's own controllers owning the
+//! clusters.
 
 mod support;
 
@@ -52,23 +53,7 @@ async fn create_cluster_with(
     drift: Value,
     identity: Value,
 ) -> TerraformCluster {
-    let clusters: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &capi::cluster_resource());
-    let mut cluster: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2",
-        "kind": "Cluster",
-        "metadata": {"name": name},
-        "spec": {"infrastructureRef": {
-            "apiGroup": "infrastructure.cluster.x-k8s.io",
-            "kind": "TerraformCluster",
-            "name": name,
-        }},
-    }))
-    .unwrap();
-    cluster = clusters
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
+    create_capi_cluster(ns, name).await;
     let creds = Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(format!("{name}-creds")),
@@ -84,16 +69,7 @@ async fn create_cluster_with(
     let tc: TerraformCluster = serde_json::from_value(json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
         "kind": "TerraformCluster",
-        "metadata": {
-            "name": name,
-            "labels": {"cluster.x-k8s.io/cluster-name": name},
-            "ownerReferences": [{
-                "apiVersion": "cluster.x-k8s.io/v1beta2",
-                "kind": "Cluster",
-                "name": name,
-                "uid": cluster.metadata.uid.clone().unwrap(),
-            }],
-        },
+        "metadata": {"name": name},
         "spec": {
             "source": {"image": module_ref("cluster", ns.name())},
             "identityRef": identity,

@@ -1,33 +1,22 @@
 //! The manager's crash windows, opened by a client layer that fails chosen
 //! requests: what a pass did before the failure must be picked up by the
-//! next pass, never repeated or lost.
+//! next pass, never repeated or lost. Cluster API's controllers own the
+//! clusters.
 
 mod support;
 
 use captf_api::TerraformCluster;
-use captf_manager::capi;
 use captf_testenv::{TestEnv, TestNamespace, eventually};
 use http::Method;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Secret};
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use support::faults::{Faults, Rule};
 use support::*;
 
 async fn create_cluster(ns: &TestNamespace, name: &str) {
-    let clusters: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &capi::cluster_resource());
-    let cluster: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-        "metadata": {"name": name},
-        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": name}},
-    }))
-    .unwrap();
-    let cluster = clusters
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
+    create_capi_cluster(ns, name).await;
     let creds: Secret = serde_json::from_value(
         json!({"metadata": {"name": "creds"}, "stringData": {"token": "x"}}),
     )
@@ -38,8 +27,7 @@ async fn create_cluster(ns: &TestNamespace, name: &str) {
         .await;
     let tc: TerraformCluster = serde_json::from_value(json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
-        "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": name},
-            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": name, "uid": cluster.metadata.uid.unwrap()}]},
+        "metadata": {"name": name},
         "spec": {"source": {"image": module_ref("cluster", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
     }))
     .unwrap();

@@ -1,7 +1,9 @@
 //! A TerraformMachinePool end to end on the noop modules: the controllers
 //! in this process, the real control plane, the local executor running the
-//! real runner and OpenTofu. The test plays the Cluster API controllers
-//! (owner references, the bootstrap data Secret).
+//! real runner and OpenTofu, and Cluster API's own controllers (owner
+//! references, labels, the MachinePool's provider IDs and node matching,
+//! the deletion cascade). `pool_orphaned.rs` has the one state Cluster API
+//! would not make.
 
 mod support;
 
@@ -9,221 +11,19 @@ use std::time::Duration;
 
 use captf_api::{TerraformCluster, TerraformMachinePool};
 use captf_manager::capi;
-use captf_testenv::{TestEnv, TestNamespace, eventually};
+use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
-use support::*;
-
-fn dynamic(value: Value) -> DynamicObject {
-    serde_json::from_value(value).unwrap()
-}
-
-async fn create(ns: &TestNamespace, ar: &kube::api::ApiResource, obj: Value) -> DynamicObject {
-    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), ar);
-    api.create(&PostParams::default(), &dynamic(obj))
-        .await
-        .unwrap()
-}
-
-fn plain_secret(name: &str, data: &[(&str, &str)], labels: Value) -> Secret {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": labels},
-        "stringData": data.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect::<serde_json::Map<_, _>>(),
-    }))
-    .unwrap()
-}
-
-/// A provisioned cluster and a MachinePool of `replicas` with its pool.
-async fn bring_up(ns: &TestNamespace, replicas: i32, mp_annotations: Value) {
-    bring_up_with(ns, replicas, mp_annotations, json!({})).await;
-}
-
-/// [`bring_up`] with more fields in the pool's spec.
-async fn bring_up_with(ns: &TestNamespace, replicas: i32, mp_annotations: Value, pool_spec: Value) {
-    let secrets = ns.api::<Secret>();
-    secrets
-        .create(
-            &PostParams::default(),
-            &plain_secret("creds", &[("token", "x")], json!({})),
-        )
-        .await
-        .unwrap();
-    secrets
-        .create(
-            &PostParams::default(),
-            &plain_secret(
-                "pool-bootstrap",
-                &[("value", "#cloud-config\n"), ("format", "cloud-config")],
-                json!({"cluster.x-k8s.io/cluster-name": "prod"}),
-            ),
-        )
-        .await
-        .unwrap();
-    let cluster = create(ns, &capi::cluster_resource(), json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-        "metadata": {"name": "prod"},
-        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": "prod"}},
-    }))
-    .await;
-    let tc: TerraformCluster = serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
-        "metadata": {"name": "prod", "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
-            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "prod", "uid": cluster.metadata.uid.clone().unwrap()}]},
-        "spec": {"source": {"image": module_ref("cluster", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
-    }))
-    .unwrap();
-    ns.api::<TerraformCluster>()
-        .create(&PostParams::default(), &tc)
-        .await
-        .unwrap();
-    let mp = create(ns, &capi::machine_pool_resource(), json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
-        "metadata": {"name": "pool-a", "labels": {"cluster.x-k8s.io/cluster-name": "prod"}, "annotations": mp_annotations},
-        "spec": {
-            "clusterName": "prod",
-            "replicas": replicas,
-            "template": {"spec": {
-                "clusterName": "prod",
-                "bootstrap": {"dataSecretName": "pool-bootstrap"},
-                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformMachinePool", "name": "pool-a"},
-                "version": "v1.37.2",
-            }},
-        },
-    }))
-    .await;
-    let mut spec = json!({"source": {"image": module_ref("machinepool", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "membershipRefreshIntervalSeconds": 15});
-    for (k, v) in pool_spec.as_object().into_iter().flatten() {
-        spec[k] = v.clone();
-    }
-    let pool: TerraformMachinePool = serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
-        "metadata": {"name": "pool-a", "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
-            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "pool-a", "uid": mp.metadata.uid.clone().unwrap()}]},
-        "spec": spec,
-    }))
-    .unwrap();
-    ns.api::<TerraformMachinePool>()
-        .create(&PostParams::default(), &pool)
-        .await
-        .unwrap();
-}
-
-fn condition<'a>(p: &'a TerraformMachinePool, type_: &str) -> Option<&'a Condition> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-}
-
-fn is(p: &TerraformMachinePool, type_: &str, status: &str) -> bool {
-    condition(p, type_).is_some_and(|c| c.status == status)
-}
-
-async fn wait_pool(
-    ns: &TestNamespace,
-    what: &str,
-    secs: u64,
-    check: impl Fn(&TerraformMachinePool) -> bool,
-) -> TerraformMachinePool {
-    let api = ns.api::<TerraformMachinePool>();
-    let last = std::sync::Mutex::new(String::new());
-    eventually(what, secs, || async {
-        let p = api.get("pool-a").await.ok()?;
-        let seen = format!(
-            "{:?} ids={:?} replicas={:?}",
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .map(|cs| cs
-                    .iter()
-                    .map(|c| format!("{}={}/{}: {}", c.type_, c.status, c.reason, c.message))
-                    .collect::<Vec<_>>()),
-            p.spec.provider_id_list,
-            p.status.as_ref().and_then(|s| s.replicas)
-        );
-        let mut l = last.lock().unwrap();
-        if *l != seen {
-            eprintln!("pool-a: {seen}");
-            *l = seen;
-        }
-        check(&p).then_some(p)
-    })
-    .await
-}
-
-fn ops(jobs: &[Job], op: &str) -> usize {
-    jobs.iter()
-        .filter(|j| {
-            j.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("captf.infrastructure.cluster.x-k8s.io/op"))
-                .map(String::as_str)
-                == Some(op)
-        })
-        .filter(|j| {
-            j.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("captf.infrastructure.cluster.x-k8s.io/owner-kind"))
-                .map(String::as_str)
-                == Some("TerraformMachinePool")
-        })
-        .count()
-}
-
-fn names(jobs: &[Job], op: &str) -> Vec<String> {
-    jobs.iter()
-        .filter(|j| ops(std::slice::from_ref(j), op) == 1)
-        .filter_map(|j| j.metadata.name.clone())
-        .collect()
-}
-
-async fn scale(ns: &TestNamespace, replicas: i32) {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &capi::machine_pool_resource());
-    api.patch(
-        "pool-a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-    )
-    .await
-    .unwrap();
-}
-
-fn ids(p: &TerraformMachinePool) -> Vec<String> {
-    p.spec.provider_id_list.clone().unwrap_or_default()
-}
-
-async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path) -> Manager {
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp));
-    insert_module(
-        env,
-        &module_ref("cluster", ns.name()),
-        module_image(tmp, "cluster", "v1", &[]),
-    );
-    insert_module(
-        env,
-        &module_ref("machinepool", ns.name()),
-        module_image(tmp, "machinepool", "v1", &[]),
-    );
-    install_runner_role(&ns.client()).await;
-    start_manager(ns.client(), ns.name())
-}
+use serde_json::json;
+use support::pools::*;
 
 #[tokio::test]
 async fn a_pool_scales_rotates_and_goes_away_cleanly() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let manager = setup(env, &ns, tmp.path()).await;
+    let manager = setup(env, &ns, tmp.path(), Driver::ClusterApi).await;
     bring_up(&ns, 3, json!({})).await;
 
     let p = wait_pool(&ns, "a pool of 3 to be Ready", 300, |p| {
@@ -350,7 +150,7 @@ async fn autoscaling_writes_the_module_count_back() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let _manager = setup(env, &ns, tmp.path(), Driver::ClusterApi).await;
     // The MachinePool asks for 1 but the autoscaler bounds say at least 2:
     // the module clamps and the count it reports goes back to the MachinePool.
     bring_up(
@@ -382,7 +182,7 @@ async fn a_failed_reapply_turns_ready_false_naming_the_job() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let _manager = setup(env, &ns, tmp.path(), Driver::ClusterApi).await;
     bring_up(&ns, 2, json!({})).await;
     wait_pool(&ns, "a pool of 2 to be Ready", 300, |p| {
         is(p, "Ready", "True") && ids(p).len() == 2
@@ -448,7 +248,7 @@ async fn an_exports_change_that_replaces_the_group_waits_for_its_approval_hash()
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let _manager = setup(env, &ns, tmp.path(), Driver::ClusterApi).await;
     bring_up(&ns, 2, json!({})).await;
     let p = wait_pool(&ns, "a pool of 2 to be Ready", 300, |p| {
         is(p, "Ready", "True") && ids(p).len() == 2
@@ -675,7 +475,7 @@ async fn membership_refreshes_run_on_the_interval_and_faster_while_converging() 
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let _manager = setup(env, &ns, tmp.path(), Driver::ClusterApi).await;
     bring_up_with(
         &ns,
         2,
@@ -727,7 +527,7 @@ async fn a_retained_pool_keeps_its_state_and_a_new_pool_adopts_it() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let _manager = setup(env, &ns, tmp.path(), Driver::ClusterApi).await;
     bring_up_with(&ns, 2, json!({}), json!({"deletionPolicy": "Retain"})).await;
     let p = wait_pool(&ns, "a pool of 2 to be Ready", 300, |p| {
         is(p, "Ready", "True") && ids(p).len() == 2
@@ -842,129 +642,4 @@ async fn a_retained_pool_keeps_its_state_and_a_new_pool_adopts_it() {
         .items
         .len();
     assert_eq!(still, 0, "nothing is left labeled as retained");
-}
-
-/// Secrets, Leases and Jobs the provider made that are still in `ns`.
-async fn leftovers(ns: &TestNamespace) -> Option<(usize, Vec<String>, usize)> {
-    let jobs = ns
-        .api::<Job>()
-        .list(&ListParams::default())
-        .await
-        .ok()?
-        .items
-        .len();
-    let secrets: Vec<String> = ns
-        .api::<Secret>()
-        .list(&ListParams::default())
-        .await
-        .ok()?
-        .items
-        .into_iter()
-        .filter_map(|s| s.metadata.name)
-        .filter(|n| n.starts_with("captf-") || n.starts_with("tfstate-"))
-        .collect();
-    let leases = ns
-        .api::<Lease>()
-        .list(&ListParams::default())
-        .await
-        .ok()?
-        .items
-        .len();
-    Some((jobs, secrets, leases))
-}
-
-#[tokio::test]
-async fn a_cluster_deleted_first_waits_for_its_pool_which_destroys_without_the_cluster() {
-    let env = TestEnv::get().await;
-    let ns = env.namespace().await;
-    let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
-    bring_up(&ns, 1, json!({})).await;
-    wait_pool(&ns, "a pool of 1 to be Ready", 300, |p| {
-        is(p, "Ready", "True") && ids(p).len() == 1
-    })
-    .await;
-
-    // The Cluster goes first: its TerraformCluster waits for the pool.
-    let clusters: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &capi::cluster_resource());
-    clusters
-        .delete("prod", &DeleteParams::background())
-        .await
-        .unwrap();
-    let tcs = ns.api::<TerraformCluster>();
-    eventually("the TerraformCluster to wait for its pool", 120, || async {
-        let tc = tcs.get("prod").await.ok()?;
-        let blocked = tc.status.as_ref()?.conditions.as_ref()?.iter().any(|c| {
-            c.type_ == "DeletionBlocked" && c.status == "True" && c.reason == "DependentsExist"
-        });
-        (tc.metadata.deletion_timestamp.is_some() && blocked).then_some(())
-    })
-    .await;
-    let jobs: Api<Job> = ns.api();
-    let destroys = jobs
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|j| {
-            j.metadata.labels.as_ref().is_some_and(|l| {
-                l.get("captf.infrastructure.cluster.x-k8s.io/op")
-                    .map(String::as_str)
-                    == Some("destroy")
-            })
-        })
-        .count();
-    assert_eq!(destroys, 0, "nothing is destroyed while the pool exists");
-    eventually("the Cluster object to be gone", 60, || async {
-        clusters.get_opt("prod").await.ok()?.is_none().then_some(())
-    })
-    .await;
-
-    // The pool's deletion destroys from its stored inputs although the
-    // Cluster is gone; then the TerraformCluster destroys and goes.
-    let mps: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &capi::machine_pool_resource());
-    mps.delete("pool-a", &DeleteParams::background())
-        .await
-        .unwrap();
-    eventually(
-        "the pool and the cluster to be gone, leaving nothing",
-        300,
-        || async {
-            let pools = ns
-                .api::<TerraformMachinePool>()
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .len();
-            let tcs = tcs.list(&ListParams::default()).await.ok()?.items.len();
-            let (jobs, secrets, leases) = leftovers(&ns).await?;
-            (pools == 0 && tcs == 0 && jobs == 0 && secrets.is_empty() && leases == 0).then_some(())
-        },
-    )
-    .await;
-    let events = ns
-        .api::<k8s_openapi::api::events::v1::Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    let destroyed = |kind: &str| {
-        events.iter().any(|e| {
-            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
-                && e.reason.as_deref() == Some("JobSucceeded")
-                && e.note.as_deref().is_some_and(|n| n.contains("-destroy-"))
-        })
-    };
-    assert!(
-        destroyed("TerraformMachinePool"),
-        "the pool ran its destroy"
-    );
-    assert!(
-        destroyed("TerraformCluster"),
-        "then the cluster ran its own"
-    );
 }

@@ -166,4 +166,40 @@ pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, imag
     env.executor().insert(reference, image);
 }
 pub mod faults;
+pub mod pools;
 pub mod requests;
+
+/// A classic Cluster as a user writes it, its infrastructure the
+/// TerraformCluster of the same name, for the harness's Cluster API
+/// managers (started if they are not yet), with the `<name>-kubeconfig`
+/// Secret its control plane provider would write.
+pub async fn create_capi_cluster(
+    ns: &captf_testenv::TestNamespace,
+    name: &str,
+) -> kube::api::DynamicObject {
+    let cluster_api = captf_testenv::TestEnv::get().await.cluster_api().await;
+    let clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        ns.client(),
+        ns.name(),
+        &captf_manager::capi::cluster_resource(),
+    );
+    let cluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": name}},
+    }))
+    .unwrap();
+    let cluster = clusters
+        .create(&kube::api::PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    let uid = cluster.metadata.uid.clone().unwrap();
+    ns.api::<k8s_openapi::api::core::v1::Secret>()
+        .create(
+            &kube::api::PostParams::default(),
+            &cluster_api.kubeconfig_secret(name, &uid),
+        )
+        .await
+        .unwrap();
+    cluster
+}
