@@ -103,7 +103,7 @@ capi_complete() {
   local b
   for b in $CAPI_BINARIES; do [ -x "$capi_dir/bin/$b" ] || return 1; done
   for b in core bootstrap controlplane; do [ -s "$capi_dir/webhook/$b.yaml" ] || return 1; done
-  ls "$capi_dir"/crd/*.yaml >/dev/null 2>&1
+  grep -q 'cluster.x-k8s.io/v1beta2: v1beta2' "$capi_dir/crd/bootstrap.cluster.x-k8s.io_kubeadmconfigs.yaml" 2>/dev/null
 }
 
 build_capi() {
@@ -134,8 +134,14 @@ build_capi() {
   dir=$(cd "$work" && go mod download -json "sigs.k8s.io/cluster-api@v$v" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [ -d "$dir/core/config/crd/bases" ] || die "sigs.k8s.io/cluster-api@v$v has no core/config/crd/bases"
   mkdir -p "$work/out/crd" "$work/out/webhook"
-  cp "$dir"/core/config/crd/bases/*.yaml "$dir"/bootstrap/kubeadm/config/crd/bases/*.yaml \
-    "$dir"/controlplane/kubeadm/config/crd/bases/*.yaml "$work/out/crd/"
+  cp "$dir"/core/config/crd/bases/*.yaml "$work/out/crd/"
+  # The kubeadm providers' kustomizations label their CRDs with the contract
+  # versions they implement (the topology controller reads the labels).
+  local f
+  for f in "$dir"/bootstrap/kubeadm/config/crd/bases/*.yaml "$dir"/controlplane/kubeadm/config/crd/bases/*.yaml; do
+    awk '!done && /^metadata:$/ {print; print "  labels:"; print "    cluster.x-k8s.io/v1beta1: v1beta1";
+      print "    cluster.x-k8s.io/v1beta2: v1beta2"; done=1; next} {print}' "$f" >"$work/out/crd/$(basename "$f")"
+  done
   cp "$dir/core/config/webhook/manifests.yaml" "$work/out/webhook/core.yaml"
   cp "$dir/bootstrap/kubeadm/config/webhook/manifests.yaml" "$work/out/webhook/bootstrap.yaml"
   cp "$dir/controlplane/kubeadm/config/webhook/manifests.yaml" "$work/out/webhook/controlplane.yaml"

@@ -20,6 +20,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use support::webhooks::serve_our_webhooks;
 use support::*;
 
 async fn create(ns: &TestNamespace, ar: &kube::api::ApiResource, obj: Value) -> DynamicObject {
@@ -259,7 +260,7 @@ async fn set_replicas(ns: &TestNamespace, replicas: i32) {
 async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path) -> Manager {
     env.executor()
         .insert(manager_ref(ns.name()), manager_image(tmp));
-    for role in ["cluster", "machinepool"] {
+    for role in ["cluster", "machine", "machinepool"] {
         insert_module(
             env,
             &module_ref(role, ns.name()),
@@ -388,4 +389,310 @@ async fn cluster_api_drives_a_classic_cluster_with_a_pool_from_creation_to_delet
         "still there after the Cluster's deletion: {:?}",
         last.lock().unwrap()
     );
+}
+
+fn dynamic_api(ns: &TestNamespace, group: &str, version: &str, kind: &str) -> Api<DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let ar = kube::api::ApiResource::from_gvk(&gvk);
+    Api::namespaced_with(ns.client(), ns.name(), &ar)
+}
+
+fn infra(ns: &TestNamespace, kind: &str) -> Api<DynamicObject> {
+    dynamic_api(ns, "infrastructure.cluster.x-k8s.io", "v1alpha1", kind)
+}
+
+/// A ClusterClass built from this provider's templates (and the kubeadm
+/// providers' for the control plane and the pool's bootstrap), with a `zone`
+/// variable patched into the TerraformCluster's module variables.
+async fn cluster_class(ns: &TestNamespace) {
+    let templates = [
+        (
+            infra(ns, "TerraformClusterTemplate"),
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformClusterTemplate",
+                "metadata": {"name": "cluster"},
+                "spec": {"template": {"spec": {"source": {"image": module_ref("cluster", ns.name())},
+                    "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}}}}}),
+        ),
+        (
+            infra(ns, "TerraformMachineTemplate"),
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachineTemplate",
+                "metadata": {"name": "control-plane"},
+                "spec": {"template": {"spec": {"source": {"image": module_ref("machine", ns.name())},
+                    "identityRef": {"kind": "Secret", "name": "creds"}}}}}),
+        ),
+        (
+            infra(ns, "TerraformMachinePoolTemplate"),
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePoolTemplate",
+                "metadata": {"name": "workers"},
+                "spec": {"template": {"spec": {"source": {"image": module_ref("machinepool", ns.name())},
+                    "identityRef": {"kind": "Secret", "name": "creds"}, "membershipRefreshIntervalSeconds": 15}}}}),
+        ),
+        (
+            dynamic_api(
+                ns,
+                "controlplane.cluster.x-k8s.io",
+                "v1beta2",
+                "KubeadmControlPlaneTemplate",
+            ),
+            json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlaneTemplate",
+                "metadata": {"name": "control-plane"},
+                "spec": {"template": {"spec": {"kubeadmConfigSpec": {"format": "cloud-config"}}}}}),
+        ),
+        (
+            dynamic_api(
+                ns,
+                "bootstrap.cluster.x-k8s.io",
+                "v1beta2",
+                "KubeadmConfigTemplate",
+            ),
+            json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+                "metadata": {"name": "workers"}, "spec": {"template": {"spec": {"format": "cloud-config"}}}}),
+        ),
+    ];
+    for (api, obj) in templates {
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let infra_ref = |kind: &str, name: &str| json!({"templateRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": kind, "name": name}});
+    let class = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass",
+        "metadata": {"name": "terraform"},
+        "spec": {
+            "infrastructure": infra_ref("TerraformClusterTemplate", "cluster"),
+            "controlPlane": {
+                "templateRef": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlaneTemplate", "name": "control-plane"},
+                "machineInfrastructure": infra_ref("TerraformMachineTemplate", "control-plane"),
+            },
+            "workers": {"machinePools": [{
+                "class": "default",
+                "bootstrap": {"templateRef": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate", "name": "workers"}},
+                "infrastructure": infra_ref("TerraformMachinePoolTemplate", "workers"),
+            }]},
+            "variables": [{"name": "zone", "required": true, "schema": {"openAPIV3Schema": {"type": "string"}}}],
+            "patches": [{"name": "zone", "definitions": [{
+                "selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformClusterTemplate",
+                             "matchResources": {"infrastructureCluster": true}},
+                "jsonPatches": [{"op": "add", "path": "/spec/template/spec/variables",
+                                 "valueFrom": {"template": "noop_exports_extra:\n  zone: \"{{ .zone }}\"\n"}}],
+            }]}],
+        },
+    });
+    dynamic_api(ns, "cluster.x-k8s.io", "v1beta2", "ClusterClass")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(class).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+fn exported_zone(tc: &TerraformCluster) -> Option<String> {
+    tc.status.as_ref()?.exports.as_ref()?["zone"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+fn is_ready(tc: &TerraformCluster) -> bool {
+    tc.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_class_topology_creates_our_objects_from_our_templates() {
+    let env = TestEnv::get().await;
+    let cluster_api = env.cluster_api().await;
+    serve_our_webhooks(env).await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+    let creds: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "creds"}, "stringData": {"token": "x"}}),
+    )
+    .unwrap();
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &creds)
+        .await
+        .unwrap();
+    cluster_class(&ns).await;
+
+    let cluster = create(&ns, &capi::cluster_resource(), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "topo"},
+        "spec": {"topology": {
+            "classRef": {"name": "terraform"},
+            "version": "v1.37.2",
+            "controlPlane": {"replicas": 1},
+            "workers": {"machinePools": [{"class": "default", "name": "workers", "replicas": 2}]},
+            "variables": [{"name": "zone", "value": "a"}],
+        }},
+    }))
+    .await;
+    let uid = cluster.metadata.uid.clone().unwrap();
+    ns.api::<Secret>()
+        .create(
+            &PostParams::default(),
+            &cluster_api.kubeconfig_secret("topo", &uid),
+        )
+        .await
+        .unwrap();
+
+    // The topology controller creates the TerraformCluster from our template
+    // (after its dry runs passed our webhooks), patched with the variable.
+    let tcs = ns.api::<TerraformCluster>();
+    let tc = eventually("a Ready TerraformCluster exporting zone a", 240, || async {
+        let list = tcs.list(&ListParams::default()).await.ok()?.items;
+        let tc = list.into_iter().next()?;
+        (is_ready(&tc) && exported_zone(&tc).as_deref() == Some("a")).then_some(tc)
+    })
+    .await;
+    let tc_name = tc.metadata.name.clone().unwrap();
+    // (The topology controller also owns new objects by a shim Secret
+    // until the Cluster references them.)
+    assert!(
+        owner_kinds(&tc.metadata).contains(&"Cluster".to_owned()),
+        "{:?}",
+        tc.metadata.owner_references
+    );
+    assert_eq!(cluster_label(&tc.metadata).as_deref(), Some("topo"));
+    assert_eq!(
+        tc.spec.workspace.source.image,
+        module_ref("cluster", ns.name())
+    );
+    eventually("the topology Cluster is Provisioned", 120, || async {
+        let c = clusters(&ns).get("topo").await.ok()?;
+        (c.data["status"]["initialization"]["infrastructureProvisioned"] == json!(true))
+            .then_some(())
+    })
+    .await;
+
+    // The control plane and its machine infrastructure come from the class:
+    // the KubeadmControlPlane points at a clone of our machine template.
+    let kcps = dynamic_api(
+        &ns,
+        "controlplane.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmControlPlane",
+    );
+    let kcp = eventually("the KubeadmControlPlane", 120, || async {
+        kcps.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()
+    })
+    .await;
+    let machine_template = kcp.data["spec"]["machineTemplate"]["spec"]["infrastructureRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cloned = infra(&ns, "TerraformMachineTemplate")
+        .get(&machine_template)
+        .await
+        .unwrap();
+    assert_eq!(
+        cloned.data["spec"]["template"]["spec"]["source"]["image"],
+        json!(module_ref("machine", ns.name()))
+    );
+
+    // The topology's MachinePool gets its TerraformMachinePool from our
+    // template. This is where the real parts stop: the pool's bootstrap data
+    // comes from the kubeadm bootstrap provider, which writes a join
+    // configuration only once the control plane is initialized, and the
+    // control plane's machines (TerraformMachines) are not provisioned by
+    // this provider yet, so the pool waits for its bootstrap data.
+    let pools = ns.api::<TerraformMachinePool>();
+    let pool = eventually(
+        "the TerraformMachinePool to wait for its bootstrap data",
+        120,
+        || async {
+            let listed = pools.list(&ListParams::default()).await;
+            let pool = listed.ok()?.items.into_iter().next()?;
+            let waiting =
+                pool.status.as_ref()?.conditions.as_ref()?.iter().any(|c| {
+                    c.type_ == "DependenciesReady" && c.reason == "WaitingForBootstrapData"
+                });
+            waiting.then_some(pool)
+        },
+    )
+    .await;
+    assert!(owner_kinds(&pool.metadata).contains(&"MachinePool".to_owned()));
+    assert_eq!(
+        pool.spec.workspace.source.image,
+        module_ref("machinepool", ns.name())
+    );
+    let mp = machine_pools(&ns)
+        .get(
+            pool.metadata
+                .owner_references
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|o| o.kind == "MachinePool")
+                .unwrap()
+                .name
+                .as_str(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(mp.data["spec"]["replicas"], json!(2));
+    assert_eq!(
+        mp.data["spec"]["template"]["spec"]["bootstrap"]["configRef"]["kind"],
+        json!("KubeadmConfig")
+    );
+
+    // Our template immutability holds for what the class references.
+    let refused = infra(&ns, "TerraformClusterTemplate")
+        .patch(
+            "cluster",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"spec": {"drift": {"intervalSeconds": 60}}}}}),
+            ),
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 422 || s.code == 403),
+        "a template is immutable: {refused:?}"
+    );
+
+    // A topology variable change reaches the module: the TerraformCluster is
+    // patched in place and re-applies with the new value.
+    clusters(&ns)
+        .patch(
+            "topo",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"topology": {"variables": [{"name": "zone", "value": "b"}]}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let tc = eventually("the TerraformCluster to export zone b", 240, || async {
+        let tc = tcs.get(&tc_name).await.ok()?;
+        (is_ready(&tc) && exported_zone(&tc).as_deref() == Some("b")).then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        tc.spec.workspace.variables.as_ref().unwrap()["noop_exports_extra"]["zone"],
+        json!("b")
+    );
+
+    // Deleting the Cluster removes everything the topology made.
+    clusters(&ns)
+        .delete("topo", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the topology's objects to be gone", 240, || async {
+        let left = leftovers(&ns).await?;
+        let kcp_left = kcps.list(&ListParams::default()).await.ok()?.items.len();
+        (left.is_empty() && kcp_left == 0).then_some(())
+    })
+    .await;
 }

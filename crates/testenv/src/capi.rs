@@ -207,14 +207,28 @@ async fn register_webhooks(
     ca_pem: &str,
 ) -> Result<(), Error> {
     let path = assets::capi_dir()?.join("webhook").join(component.webhooks);
+    register_webhook_manifests(client, &path, component.name, base, ca_pem).await
+}
+
+/// Registers the webhook configurations of a `manifests.yaml` (service
+/// client configs, as controller-gen writes them) for a server at `base`
+/// (`https://127.0.0.1:<port>`) whose certificate `ca_pem` signed; each
+/// configuration's name gets `prefix`.
+pub async fn register_webhook_manifests(
+    client: &kube::Client,
+    path: &Path,
+    prefix: &str,
+    base: &str,
+    ca_pem: &str,
+) -> Result<(), Error> {
     let params = PatchParams::apply(MANAGER).force();
-    for doc in manifest_documents(&path)? {
+    for doc in manifest_documents(path)? {
         let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
         match kind.as_str() {
             "MutatingWebhookConfiguration" => {
                 let mut c: MutatingWebhookConfiguration =
-                    serde_json::from_value(doc).map_err(|e| manifest_error(&path, e))?;
-                let name = prefixed(component, c.metadata.name.as_deref());
+                    serde_json::from_value(doc).map_err(|e| manifest_error(path, e))?;
+                let name = prefixed(prefix, c.metadata.name.as_deref());
                 c.metadata.name = Some(name.clone());
                 for w in c.webhooks.iter_mut().flatten() {
                     w.client_config = url_config(&w.client_config, base, ca_pem);
@@ -224,8 +238,8 @@ async fn register_webhooks(
             }
             "ValidatingWebhookConfiguration" => {
                 let mut c: ValidatingWebhookConfiguration =
-                    serde_json::from_value(doc).map_err(|e| manifest_error(&path, e))?;
-                let name = prefixed(component, c.metadata.name.as_deref());
+                    serde_json::from_value(doc).map_err(|e| manifest_error(path, e))?;
+                let name = prefixed(prefix, c.metadata.name.as_deref());
                 c.metadata.name = Some(name.clone());
                 for w in c.webhooks.iter_mut().flatten() {
                     w.client_config = url_config(&w.client_config, base, ca_pem);
@@ -239,12 +253,8 @@ async fn register_webhooks(
     Ok(())
 }
 
-fn prefixed(component: Component, name: Option<&str>) -> String {
-    format!(
-        "{}-{}",
-        component.name,
-        name.unwrap_or("webhook-configuration")
-    )
+fn prefixed(prefix: &str, name: Option<&str>) -> String {
+    format!("{prefix}-{}", name.unwrap_or("webhook-configuration"))
 }
 
 /// Points every CRD of the component's groups that serves more than one

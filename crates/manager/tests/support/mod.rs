@@ -168,6 +168,7 @@ pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, imag
 pub mod faults;
 pub mod pools;
 pub mod requests;
+pub mod webhooks;
 
 /// A classic Cluster as a user writes it, its infrastructure the
 /// TerraformCluster of the same name, for the harness's Cluster API
