@@ -1,14 +1,11 @@
-//! Standing in for the Cluster API controllers, which the demo does not run:
-//! the ownerReferences and `cluster.x-k8s.io/cluster-name` labels they would
-//! put on the infrastructure objects once the Cluster and MachinePool exist.
-//! Pure: from the applied objects (with their UIDs) to server-side apply
-//! patches.
+//! The Cluster API side of the demo, which runs Cluster API's own
+//! controllers: which objects to wait for, which Clusters need the
+//! kubeconfig Secret a control plane provider would write, and the
+//! MachinePool's own view of its members (node references by provider ID).
+//! Pure: from objects as read back from the apiserver to plain values.
 
-use captf_api::names::{capi, kinds, labels};
-use serde_json::{Value, json};
-
-/// The field manager of these writes, apart from the examples' own.
-pub const FIELD_MANAGER: &str = "captf-demo-capi";
+use captf_api::names::{capi, kinds};
+use serde_json::Value;
 
 fn text<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Value::as_str)
@@ -19,114 +16,6 @@ fn is(object: &Value, group: &str, kind: &str) -> bool {
         .and_then(|v| v.rsplit_once('/'))
         .map(|(g, _)| g);
     group_of == Some(group) && text(object, "/kind") == Some(kind)
-}
-
-fn find<'a>(
-    objects: &'a [Value],
-    group: &str,
-    kind: &str,
-    namespace: &str,
-    name: &str,
-) -> Option<&'a Value> {
-    objects.iter().find(|o| {
-        is(o, group, kind)
-            && text(o, "/metadata/namespace") == Some(namespace)
-            && text(o, "/metadata/name") == Some(name)
-    })
-}
-
-/// The ownerReference Cluster API writes, pointing at `owner`.
-fn owner_ref(owner: &Value) -> Result<Value, String> {
-    let kind = text(owner, "/kind").unwrap_or_default();
-    let name = text(owner, "/metadata/name").unwrap_or_default();
-    let uid = text(owner, "/metadata/uid").ok_or_else(|| {
-        format!("{kind} {name} has no metadata.uid (not read back from the apiserver?)")
-    })?;
-    Ok(json!({
-        "apiVersion": format!("{}/{}", capi::GROUP, capi::VERSION),
-        "kind": kind,
-        "name": name,
-        "uid": uid,
-        "controller": true,
-    }))
-}
-
-/// A patch that adds `owner` and the cluster-name label to `target`.
-fn patch(target: &Value, cluster_name: &str, owner: Option<&Value>) -> Result<Value, String> {
-    let mut metadata = json!({
-        "name": text(target, "/metadata/name"),
-        "namespace": text(target, "/metadata/namespace"),
-        "labels": {labels::CLUSTER_NAME: cluster_name},
-    });
-    if let Some(owner) = owner {
-        metadata["ownerReferences"] = json!([owner_ref(owner)?]);
-    }
-    Ok(json!({
-        "apiVersion": target["apiVersion"],
-        "kind": target["kind"],
-        "metadata": metadata,
-    }))
-}
-
-/// The infrastructure object `reference` (an `infrastructureRef`) names.
-fn referenced<'a>(
-    objects: &'a [Value],
-    from: &Value,
-    reference: Option<&Value>,
-    kind: &str,
-) -> Result<&'a Value, String> {
-    let from_name = format!(
-        "{} {}",
-        text(from, "/kind").unwrap_or_default(),
-        text(from, "/metadata/name").unwrap_or_default()
-    );
-    let reference = reference.ok_or_else(|| format!("{from_name} has no infrastructureRef"))?;
-    let group = text(reference, "/apiGroup").unwrap_or_default();
-    let ref_kind = text(reference, "/kind").unwrap_or_default();
-    if group != captf_api::GROUP || ref_kind != kind {
-        return Err(format!(
-            "{from_name}: infrastructureRef names {ref_kind} of group {group:?}, not a {kind}"
-        ));
-    }
-    let name = text(reference, "/name").unwrap_or_default();
-    let namespace = text(from, "/metadata/namespace").unwrap_or_default();
-    find(objects, captf_api::GROUP, kind, namespace, name)
-        .ok_or_else(|| format!("{from_name}: {kind} {name} is not among the example objects"))
-}
-
-/// The patches Cluster API would make for `objects`: each Cluster owns the
-/// TerraformCluster it references; each MachinePool owns its
-/// TerraformMachinePool and is owned by its Cluster; all of them carry the
-/// cluster-name label.
-pub fn ownership(objects: &[Value]) -> Result<Vec<Value>, String> {
-    let mut patches = Vec::new();
-    for cluster in objects.iter().filter(|o| is(o, capi::GROUP, capi::CLUSTER)) {
-        let name = text(cluster, "/metadata/name").unwrap_or_default();
-        let infra = referenced(
-            objects,
-            cluster,
-            cluster.pointer("/spec/infrastructureRef"),
-            kinds::TERRAFORM_CLUSTER,
-        )?;
-        patches.push(patch(infra, name, Some(cluster))?);
-    }
-    for pool in objects
-        .iter()
-        .filter(|o| is(o, capi::GROUP, capi::MACHINE_POOL))
-    {
-        let cluster_name = text(pool, "/spec/clusterName").unwrap_or_default();
-        let namespace = text(pool, "/metadata/namespace").unwrap_or_default();
-        let infra = referenced(
-            objects,
-            pool,
-            pool.pointer("/spec/template/spec/infrastructureRef"),
-            kinds::TERRAFORM_MACHINE_POOL,
-        )?;
-        let cluster = find(objects, capi::GROUP, capi::CLUSTER, namespace, cluster_name);
-        patches.push(patch(pool, cluster_name, cluster)?);
-        patches.push(patch(infra, cluster_name, Some(pool))?);
-    }
-    Ok(patches)
 }
 
 /// The infrastructure objects the demo waits for: `(kind, name)` of every
@@ -144,72 +33,90 @@ pub fn infrastructure(objects: &[Value]) -> Vec<(&'static str, String)> {
     out
 }
 
+/// `(namespace, name, uid)` of every applied Cluster: each gets the
+/// `<name>-kubeconfig` Secret, which points at the demo's control plane
+/// (it is the workload cluster too, where the node agent registers nodes).
+pub fn clusters(applied: &[Value]) -> Result<Vec<(String, String, String)>, String> {
+    applied
+        .iter()
+        .filter(|o| is(o, capi::GROUP, capi::CLUSTER))
+        .map(|c| {
+            let name = text(c, "/metadata/name").unwrap_or_default().to_owned();
+            let uid = text(c, "/metadata/uid")
+                .ok_or_else(|| format!("Cluster {name} has no metadata.uid (not read back?)"))?;
+            let namespace = text(c, "/metadata/namespace").unwrap_or("default");
+            Ok((namespace.to_owned(), name, uid.to_owned()))
+        })
+        .collect()
+}
+
+/// One member as the MachinePool sees it: the Node Cluster API matched and
+/// that node's provider ID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub node: String,
+    pub provider_id: String,
+}
+
+/// The MachinePool's members: each node of `status.nodeRefs` with the
+/// provider ID `nodes` (the Node objects) give it, sorted by provider ID.
+pub fn members(machine_pool: &Value, nodes: &[Value]) -> Vec<Member> {
+    let mut out: Vec<Member> = machine_pool
+        .pointer("/status/nodeRefs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| text(r, "/name"))
+        .map(|node| Member {
+            node: node.to_owned(),
+            provider_id: nodes
+                .iter()
+                .find(|n| text(n, "/metadata/name") == Some(node))
+                .and_then(|n| text(n, "/spec/providerID"))
+                .unwrap_or("<node not found>")
+                .to_owned(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.provider_id.cmp(&b.provider_id));
+    out
+}
+
+/// Whether Cluster API has matched every wanted replica to a node: as many
+/// node references as `spec.replicas`, all counted ready, phase Running.
+pub fn matched(machine_pool: &Value) -> bool {
+    let wanted = machine_pool
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64);
+    let refs = machine_pool
+        .pointer("/status/nodeRefs")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len) as i64;
+    let ready = machine_pool
+        .pointer("/status/deprecated/v1beta1/readyReplicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    wanted == Some(refs) && ready == refs && text(machine_pool, "/status/phase") == Some("Running")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn objects() -> Vec<Value> {
         vec![
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d", "uid": "u0"}}),
             json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-                   "metadata": {"name": "demo", "namespace": "d", "uid": "u1"},
-                   "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
-                                                  "kind": "TerraformCluster", "name": "tc"}}}),
+                   "metadata": {"name": "demo", "namespace": "d", "uid": "u1"}}),
             json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
                    "metadata": {"name": "tc", "namespace": "d", "uid": "u2"}}),
-            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
-                   "metadata": {"name": "mp", "namespace": "d", "uid": "u3"},
-                   "spec": {"clusterName": "demo", "template": {"spec": {"infrastructureRef":
-                       {"apiGroup": "infrastructure.cluster.x-k8s.io",
-                        "kind": "TerraformMachinePool", "name": "tmp"}}}}}),
             json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
                    "metadata": {"name": "tmp", "namespace": "d", "uid": "u4"}}),
         ]
     }
 
-    fn owner(kind: &str, name: &str, uid: &str) -> Value {
-        json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind, "name": name,
-                "uid": uid, "controller": true}])
-    }
-
     #[test]
-    fn owners_and_labels_as_cluster_api_sets_them() {
-        let patches = ownership(&objects()).unwrap();
-        let label = json!({"cluster.x-k8s.io/cluster-name": "demo"});
-        let summary: Vec<(&str, &str, &Value, &Value)> = patches
-            .iter()
-            .map(|p| {
-                (
-                    p["kind"].as_str().unwrap(),
-                    p["metadata"]["name"].as_str().unwrap(),
-                    &p["metadata"]["labels"],
-                    &p["metadata"]["ownerReferences"],
-                )
-            })
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                (
-                    "TerraformCluster",
-                    "tc",
-                    &label,
-                    &owner("Cluster", "demo", "u1")
-                ),
-                ("MachinePool", "mp", &label, &owner("Cluster", "demo", "u1")),
-                (
-                    "TerraformMachinePool",
-                    "tmp",
-                    &label,
-                    &owner("MachinePool", "mp", "u3")
-                ),
-            ]
-        );
-        assert_eq!(
-            patches[0]["apiVersion"],
-            "infrastructure.cluster.x-k8s.io/v1alpha1"
-        );
-        assert_eq!(patches[0]["metadata"]["namespace"], "d");
+    fn the_waited_objects_and_the_clusters_needing_a_kubeconfig() {
         assert_eq!(
             infrastructure(&objects()),
             [
@@ -217,50 +124,65 @@ mod tests {
                 ("TerraformMachinePool", "tmp".to_owned())
             ]
         );
-    }
-
-    #[test]
-    fn a_pool_without_its_cluster_gets_only_the_label() {
-        let mut objs = objects();
-        objs.remove(1); // the Cluster
-        objs.remove(1); // the TerraformCluster
-        let patches = ownership(&objs).unwrap();
-        assert_eq!(patches[0]["kind"], "MachinePool");
-        assert!(patches[0]["metadata"].get("ownerReferences").is_none());
         assert_eq!(
-            patches[1]["metadata"]["ownerReferences"],
-            owner("MachinePool", "mp", "u3")
+            clusters(&objects()).unwrap(),
+            [("d".to_owned(), "demo".to_owned(), "u1".to_owned())]
+        );
+        let mut unread = objects();
+        unread[1]["metadata"].as_object_mut().unwrap().remove("uid");
+        assert!(
+            clusters(&unread)
+                .unwrap_err()
+                .contains("Cluster demo has no metadata.uid")
         );
     }
 
     #[test]
-    fn broken_references_are_named() {
-        let mut objs = objects();
-        objs.remove(2); // the TerraformCluster
-        let err = ownership(&objs).unwrap_err();
+    fn members_are_node_references_with_their_provider_ids() {
+        let mp = json!({"spec": {"replicas": 2}, "status": {
+            "phase": "Running", "nodeRefs": [{"name": "n-b"}, {"name": "n-a"}],
+            "deprecated": {"v1beta1": {"readyReplicas": 2}}}});
+        let nodes = [
+            json!({"metadata": {"name": "n-a"}, "spec": {"providerID": "noop:///d/p/0"}}),
+            json!({"metadata": {"name": "n-b"}, "spec": {"providerID": "noop:///d/p/1"}}),
+        ];
         assert_eq!(
-            err,
-            "Cluster demo: TerraformCluster tc is not among the example objects"
+            members(&mp, &nodes),
+            [
+                Member {
+                    node: "n-a".into(),
+                    provider_id: "noop:///d/p/0".into()
+                },
+                Member {
+                    node: "n-b".into(),
+                    provider_id: "noop:///d/p/1".into()
+                },
+            ]
         );
+        assert!(matched(&mp));
+        let partial = members(&mp, &nodes[..1]);
+        let b = partial.iter().find(|m| m.node == "n-b").unwrap();
+        assert_eq!(b.provider_id, "<node not found>");
+    }
 
-        let mut objs = objects();
-        objs[1]["spec"]["infrastructureRef"]["kind"] = json!("AWSCluster");
-        let err = ownership(&objs).unwrap_err();
-        assert!(err.contains("names AWSCluster"), "{err}");
-
-        let mut objs = objects();
-        objs[1]["metadata"].as_object_mut().unwrap().remove("uid");
-        let err = ownership(&objs).unwrap_err();
-        assert!(err.contains("Cluster demo has no metadata.uid"), "{err}");
-
-        let mut objs = objects();
-        objs[3]["spec"]["template"]["spec"]
-            .as_object_mut()
-            .unwrap()
-            .remove("infrastructureRef");
-        assert_eq!(
-            ownership(&objs).unwrap_err(),
-            "MachinePool mp has no infrastructureRef"
-        );
+    #[test]
+    fn a_pool_is_matched_only_with_every_replica_ready_and_running() {
+        let base = json!({"spec": {"replicas": 3}, "status": {
+            "phase": "Running", "nodeRefs": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
+            "deprecated": {"v1beta1": {"readyReplicas": 3}}}});
+        assert!(matched(&base));
+        let mut fewer = base.clone();
+        fewer["spec"]["replicas"] = json!(4);
+        assert!(!matched(&fewer));
+        let mut unready = base.clone();
+        unready["status"]["deprecated"]["v1beta1"]["readyReplicas"] = json!(2);
+        assert!(!matched(&unready));
+        let mut scaling = base.clone();
+        scaling["status"]["phase"] = json!("ScalingUp");
+        assert!(!matched(&scaling));
+        let mut empty = json!({"spec": {"replicas": 0}, "status": {"phase": "Running"}});
+        assert!(matched(&empty));
+        empty["spec"]["replicas"] = json!(1);
+        assert!(!matched(&empty));
     }
 }

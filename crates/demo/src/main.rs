@@ -1,7 +1,9 @@
-//! `captf-demo`: starts a local control plane, the node agent (the local Job
-//! executor) and the manager binary, applies the example Cluster,
-//! TerraformCluster, MachinePool and TerraformMachinePool, shows their
-//! conditions as they converge, and prints them as `kubectl get` does.
+//! `captf-demo`: starts a local control plane, Cluster API's controllers,
+//! the node agents (the local Job executor, and the stand-in kubelets that
+//! register a Node per pool member) and the manager binary, applies the
+//! example Cluster, TerraformCluster, MachinePool and TerraformMachinePool,
+//! shows their conditions as they converge, and prints them as `kubectl get`
+//! does, with the MachinePool's own view of its members.
 //! Exits 0 only when every TerraformCluster and TerraformMachinePool is
 //! Ready. With `--keep`, everything stays up for exploring until Ctrl-C.
 
@@ -29,6 +31,9 @@ const JOB_SELECTOR: &str = "captf.io/managed=true";
 const MANAGER_STOP_GRACE: Duration = Duration::from_secs(25);
 const MANAGER_READY_TIMEOUT: Duration = Duration::from_secs(60);
 const LOG_TAIL_LINES: usize = 40;
+/// How long Cluster API has to match the pools' members to Nodes once our
+/// objects are Ready (its MachinePool controller acts within seconds).
+const MATCH_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Parser)]
 #[command(
@@ -256,6 +261,22 @@ async fn demo(
         ),
     );
 
+    say(
+        start,
+        &format!(
+            "starting Cluster API v{} (core, kubeadm bootstrap, kubeadm control plane)",
+            captf_testenv::assets::version("CLUSTER_API_VERSION").unwrap_or("?")
+        ),
+    );
+    let cluster_api = tokio::select! {
+        c = env.try_cluster_api() => c?,
+        _ = signals.recv() => return Err(Stop::Interrupted),
+    };
+    say(
+        start,
+        "Cluster API ready; node agent registers a Node per pool member",
+    );
+
     kube_io::install_runner_role(&client, FIELD_MANAGER).await?;
     say(
         start,
@@ -270,7 +291,7 @@ async fn demo(
     wait_manager_ready(running, &health, signals).await?;
     say(start, &format!("manager ready (health {health})"));
 
-    apply_examples(&client, &objects, start).await?;
+    apply_examples(&client, &objects, cluster_api, start).await?;
 
     let converged = converge(
         &client,
@@ -282,6 +303,10 @@ async fn demo(
         args.timeout,
     )
     .await;
+    let converged = match converged {
+        Ok(()) => wait_matched(&client, &namespace, running, signals, start).await,
+        other => other,
+    };
     // The tables show where things stand, also when they did not converge.
     if !matches!(converged, Err(Stop::Interrupted)) {
         print_tables(&client, &namespace, &targets).await?;
@@ -307,10 +332,13 @@ fn start_manager(
     Process::start("manager", &bin_dir.join("manager"), &args, work_dir).map_err(|e| e.to_string())
 }
 
-/// Applies the example objects, then what Cluster API would add to them.
+/// Applies the example objects, then the `<cluster>-kubeconfig` Secret of
+/// each Cluster: a control plane provider's part (the examples have none),
+/// pointing at this control plane, which is the workload cluster too.
 async fn apply_examples(
     client: &kube::Client,
     objects: &[Value],
+    cluster_api: captf_testenv::ClusterApi,
     start: Instant,
 ) -> Result<(), String> {
     let name_of = |o: &Value| {
@@ -325,24 +353,59 @@ async fn apply_examples(
         applied.push(kube_io::apply(client, object, FIELD_MANAGER).await?);
         say(start, &format!("applied {}", name_of(object)));
     }
-    for patch in capi::ownership(&applied)? {
-        kube_io::apply(client, &patch, capi::FIELD_MANAGER).await?;
-        let owner = patch
-            .pointer("/metadata/ownerReferences/0")
-            .map(|o| {
-                format!(
-                    ", owned by {}/{}",
-                    o["kind"].as_str().unwrap_or_default(),
-                    o["name"].as_str().unwrap_or_default()
-                )
-            })
-            .unwrap_or_default();
+    for (namespace, name, uid) in capi::clusters(&applied)? {
+        let mut secret = serde_json::to_value(cluster_api.kubeconfig_secret(&name, &uid))
+            .map_err(|e| e.to_string())?;
+        secret["apiVersion"] = "v1".into();
+        secret["kind"] = "Secret".into();
+        secret["metadata"]["namespace"] = namespace.into();
+        kube_io::apply(client, &secret, FIELD_MANAGER).await?;
         say(
             start,
-            &format!("as Cluster API would: labelled {}{owner}", name_of(&patch)),
+            &format!("as a control plane provider would: wrote Secret {name}-kubeconfig"),
         );
     }
     Ok(())
+}
+
+/// Waits until Cluster API has matched every MachinePool's members to
+/// their Nodes (its own node matching, after our pool reported them).
+async fn wait_matched(
+    client: &kube::Client,
+    namespace: &str,
+    running: &mut Option<Running>,
+    signals: &mut Signals,
+    start: Instant,
+) -> Result<(), Stop> {
+    let pools = kube_io::resolve(client, "cluster.x-k8s.io/v1beta2", "MachinePool").await?;
+    let deadline = Instant::now() + MATCH_TIMEOUT;
+    loop {
+        check_manager(running)?;
+        let listed = kube_io::list(client, &pools, namespace, "").await?;
+        if listed.iter().all(capi::matched) {
+            for mp in &listed {
+                say(
+                    start,
+                    &format!(
+                        "Cluster API matched MachinePool/{} to {} Nodes",
+                        mp["metadata"]["name"].as_str().unwrap_or_default(),
+                        mp["spec"]["replicas"]
+                    ),
+                );
+            }
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(Stop::Failed(format!(
+                "Cluster API did not match the MachinePools to Nodes within {}s",
+                MATCH_TIMEOUT.as_secs()
+            )));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = signals.recv() => return Err(Stop::Interrupted),
+        }
+    }
 }
 
 fn check_manager(running: &mut Option<Running>) -> Result<(), Stop> {
@@ -478,6 +541,29 @@ async fn print_tables(
         let t = kube_io::table(client, kind, namespace).await?;
         println!("\n$ kubectl get {} -n {namespace}", kind.resource.plural);
         print!("{}", table::render(&t, namespace, false)?);
+    }
+    let pools = kube_io::resolve(client, "cluster.x-k8s.io/v1beta2", "MachinePool").await?;
+    let t = kube_io::table(client, &pools, namespace).await?;
+    println!("\n$ kubectl get machinepools -n {namespace}");
+    print!("{}", table::render(&t, namespace, false)?);
+    let nodes: Vec<Value> = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|e| format!("listing nodes: {e}"))?
+        .items
+        .into_iter()
+        .filter_map(|n| serde_json::to_value(n).ok())
+        .collect();
+    for mp in kube_io::list(client, &pools, namespace, "").await? {
+        let members = capi::members(&mp, &nodes);
+        println!(
+            "\nMachinePool/{} status.nodeRefs ({}), as Cluster API matched them:",
+            mp["metadata"]["name"].as_str().unwrap_or_default(),
+            members.len()
+        );
+        for m in members {
+            println!("  {}  {}", m.node, m.provider_id);
+        }
     }
     for (kind, name) in targets
         .iter()

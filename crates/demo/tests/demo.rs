@@ -1,8 +1,10 @@
 //! The demo end to end, as `make demo` runs it (minus the Makefile): the
 //! workspace builds the runner, the manager and the demo, and the demo
-//! brings up the control plane, the node agent and the manager, and
-//! converges the example cluster and machine pool on the no-op modules with
-//! the real runner and OpenTofu. This is the demo CI runs.
+//! brings up the control plane, Cluster API's controllers, the node agents
+//! and the manager, and converges the example cluster and machine pool on
+//! the no-op modules with the real runner and OpenTofu, Cluster API making
+//! the owner references and matching the pool's members to Nodes. This is
+//! the demo CI runs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -103,6 +105,30 @@ fn the_demo_converges_and_prints_ready_infrastructure() {
         .map(|(_, v)| v.as_str());
     assert_eq!(ready, Some("True"), "{stdout}");
 
+    // Cluster API's own view of the pool: three members matched to Nodes.
+    let mp = row(&stdout, "machinepools", "demo-workers")
+        .unwrap_or_else(|| panic!("no MachinePool row in:\n{stdout}"));
+    let mp_get = |col: &str| {
+        mp.iter()
+            .find(|(h, _)| h == col)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no {col} column in {mp:?}"))
+    };
+    assert_eq!(mp_get("DESIRED"), "3", "{stdout}");
+    assert_eq!(mp_get("READY"), "3", "{stdout}");
+    assert_eq!(mp_get("PHASE"), "Running", "{stdout}");
+    let matched: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains("MachinePool/demo-workers status.nodeRefs (3)"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert!(
+        stdout.contains("Cluster API matched MachinePool/demo-workers to 3 Nodes"),
+        "{stdout}"
+    );
+
     // The module's three members, sorted.
     let ids: Vec<&str> = stdout
         .lines()
@@ -115,6 +141,10 @@ fn the_demo_converges_and_prints_ready_infrastructure() {
     let mut sorted = ids.clone();
     sorted.sort();
     assert_eq!(ids, sorted);
+    assert_eq!(
+        matched, ids,
+        "each member has the Node Cluster API matched:\n{stdout}"
+    );
 }
 
 #[test]

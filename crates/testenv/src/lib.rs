@@ -218,16 +218,22 @@ impl TestEnv {
     /// failed, its log) when they cannot start. Against an existing cluster
     /// nothing is started: that cluster is expected to run Cluster API.
     pub async fn cluster_api(&'static self) -> ClusterApi {
+        match self.try_cluster_api().await {
+            Ok(c) => c,
+            Err(e) => panic!("Cluster API unavailable: {e}"),
+        }
+    }
+
+    /// Like [`TestEnv::cluster_api`], but returns why Cluster API could not
+    /// start instead of panicking (for the local demo).
+    pub async fn try_cluster_api(&'static self) -> Result<ClusterApi, String> {
         static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
-        let started = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             STARTED.get_or_init(|| self.start_cluster_api()).clone()
         })
         .await
-        .expect("starting Cluster API panicked");
-        if let Err(e) = started {
-            panic!("Cluster API unavailable: {e}");
-        }
-        ClusterApi { env: self }
+        .map_err(|e| format!("starting Cluster API panicked: {e}"))??;
+        Ok(ClusterApi { env: self })
     }
 
     fn start_cluster_api(&'static self) -> Result<(), String> {
