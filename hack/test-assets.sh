@@ -3,6 +3,7 @@
 #   kube-apiserver, kube-controller-manager, etcd  -> $CACHE/kubernetes-v<k8s>/
 #   tofu (OpenTofu)                                -> $CACHE/opentofu-v<tofu>/
 #   Cluster API managers, clusterctl, CRDs, webhooks -> $CACHE/cluster-api-v<capi>/
+#   kustomize                                      -> $CACHE/kustomize-v<kustomize>/
 # Does nothing for an asset that is already there. Honours KUBEBUILDER_ASSETS
 # (a folder with kube-apiserver and etcd, the envtest convention, plus the
 # kube-controller-manager the test clusters run) and TOFU (a tofu binary) when
@@ -18,6 +19,7 @@ cache=${CAPTF_ASSETS_CACHE:-$HOME/.cache/captf-test-assets}
 k8s_dir=$cache/kubernetes-v$KUBERNETES_VERSION
 tofu_dir=$cache/opentofu-v$OPENTOFU_VERSION
 capi_dir=$cache/cluster-api-v$CLUSTER_API_VERSION
+kustomize_dir=$cache/kustomize-v$KUSTOMIZE_VERSION
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 log() { printf '[test-assets] %s\n' "$*" >&2; }
@@ -153,6 +155,23 @@ build_capi() {
   rm -rf "$capi_dir.tmp" && mv "$work/out" "$capi_dir.tmp" && rm -rf "$capi_dir" && mv "$capi_dir.tmp" "$capi_dir"
 }
 
+build_kustomize() {
+  local v=$KUSTOMIZE_VERSION
+  local work; work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  log "building kustomize v$v"
+  new_wrapper "$work"
+  (
+    cd "$work"
+    go get "sigs.k8s.io/kustomize/kustomize/v5@v$v" >&2
+    mkdir -p out
+    go build -trimpath -ldflags "-s -w" -o out/kustomize sigs.k8s.io/kustomize/kustomize/v5
+  )
+  "$work/out/kustomize" version >/dev/null || die "the kustomize build does not run"
+  mkdir -p "$cache"
+  rm -rf "$kustomize_dir.tmp" && mv "$work/out" "$kustomize_dir.tmp" && mv "$kustomize_dir.tmp" "$kustomize_dir"
+}
+
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   kube_assets=$KUBEBUILDER_ASSETS
   for b in kube-apiserver etcd kube-controller-manager; do
@@ -174,5 +193,6 @@ else
 fi
 
 capi_complete || build_capi
+[ -x "$kustomize_dir/kustomize" ] || build_kustomize
 
-printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir"
+printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize"

@@ -246,6 +246,28 @@ async fn leftovers(ns: &TestNamespace) -> Option<Vec<String>> {
     Some(left)
 }
 
+/// Waits until [`leftovers`] finds nothing; panics naming what is left.
+async fn wait_all_gone(ns: &TestNamespace, secs: u64) {
+    let last = std::sync::Mutex::new(Vec::new());
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(secs), async {
+        loop {
+            if let Some(left) = leftovers(ns).await {
+                if left.is_empty() {
+                    return;
+                }
+                *last.lock().unwrap() = left;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "still there after the Cluster's deletion: {:?}",
+        last.lock().unwrap()
+    );
+}
+
 async fn set_replicas(ns: &TestNamespace, replicas: i32) {
     machine_pools(ns)
         .patch(
@@ -371,24 +393,7 @@ async fn cluster_api_drives_a_classic_cluster_with_a_pool_from_creation_to_delet
         .delete("prod", &DeleteParams::default())
         .await
         .unwrap();
-    let last = std::sync::Mutex::new(Vec::new());
-    let waited = tokio::time::timeout(std::time::Duration::from_secs(240), async {
-        loop {
-            if let Some(left) = leftovers(&ns).await {
-                if left.is_empty() {
-                    return;
-                }
-                *last.lock().unwrap() = left;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        }
-    })
-    .await;
-    assert!(
-        waited.is_ok(),
-        "still there after the Cluster's deletion: {:?}",
-        last.lock().unwrap()
-    );
+    wait_all_gone(&ns, 240).await;
 }
 
 fn dynamic_api(ns: &TestNamespace, group: &str, version: &str, kind: &str) -> Api<DynamicObject> {
@@ -695,4 +700,219 @@ async fn a_cluster_class_topology_creates_our_objects_from_our_templates() {
         (left.is_empty() && kcp_left == 0).then_some(())
     })
     .await;
+}
+
+/// A clusterctl provider repository for this provider, as a release would
+/// publish it: `metadata.yaml`, the components built by kustomize from
+/// `config/default`, and the cluster templates. Returns the clusterctl
+/// configuration file that names it.
+fn clusterctl_repository(root: &std::path::Path) -> std::path::PathBuf {
+    let version = env!("CARGO_PKG_VERSION");
+    let release = root.join(format!("repository/infrastructure-terraform/v{version}"));
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::copy(
+        workspace().join("metadata.yaml"),
+        release.join("metadata.yaml"),
+    )
+    .unwrap();
+    for t in std::fs::read_dir(workspace().join("templates")).unwrap() {
+        let t = t.unwrap();
+        std::fs::copy(t.path(), release.join(t.file_name())).unwrap();
+    }
+    let kustomize = captf_testenv::assets::kustomize().expect("the kustomize test asset");
+    let built = std::process::Command::new(kustomize)
+        .arg("build")
+        .arg(workspace().join("config/default"))
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "kustomize build config/default: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let components = release.join("infrastructure-components.yaml");
+    std::fs::write(&components, built.stdout).unwrap();
+    let config = root.join("clusterctl.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "providers:\n- name: terraform\n  url: file://{}\n  type: InfrastructureProvider\n",
+            components.display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// `clusterctl generate cluster` of `flavor` (None: the default template),
+/// offline, with the module images of `ns`.
+fn generate_cluster(
+    root: &std::path::Path,
+    config: &std::path::Path,
+    ns: &TestNamespace,
+    name: &str,
+    flavor: Option<&str>,
+) -> String {
+    let clusterctl =
+        captf_testenv::assets::capi_binary("clusterctl").expect("the clusterctl test asset");
+    let mut cmd = std::process::Command::new(clusterctl);
+    cmd.args(["generate", "cluster", name])
+        .arg(format!(
+            "--infrastructure=terraform:v{}",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .arg(format!("--config={}", config.display()))
+        .arg(format!("--target-namespace={}", ns.name()))
+        .args([
+            "--kubernetes-version=v1.37.2",
+            "--worker-machine-count=2",
+            "--control-plane-machine-count=1",
+        ])
+        .env("HOME", root)
+        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
+        .env(
+            "CAPTF_CLUSTER_MODULE_IMAGE",
+            module_ref("cluster", ns.name()),
+        )
+        .env(
+            "CAPTF_MACHINE_MODULE_IMAGE",
+            module_ref("machine", ns.name()),
+        )
+        .env(
+            "CAPTF_MACHINEPOOL_MODULE_IMAGE",
+            module_ref("machinepool", ns.name()),
+        )
+        .env("CAPTF_CREDENTIALS_SECRET", "creds");
+    if let Some(flavor) = flavor {
+        cmd.arg(format!("--flavor={flavor}"));
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "clusterctl generate cluster: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Server-side applies every document of `yaml`, as `kubectl apply
+/// --server-side` would; returns `kind/name` of each.
+async fn apply_yaml(client: &kube::Client, yaml: &str) -> Vec<String> {
+    use serde::Deserialize as _;
+    let mut applied = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let value = Value::deserialize(doc).unwrap();
+        if value.is_null() {
+            continue;
+        }
+        let obj: DynamicObject = serde_json::from_value(value).unwrap();
+        let types = obj.types.clone().unwrap();
+        let gvk = kube::api::GroupVersionKind::try_from(&types).unwrap();
+        let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+        let name = obj.metadata.name.clone().unwrap();
+        let api: Api<DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                obj.metadata.namespace.as_deref().unwrap(),
+                &ar,
+            ),
+            kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &ar),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("clusterctl-output"),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {}/{name}: {e}", types.kind));
+        applied.push(format!("{}/{name}", types.kind));
+    }
+    applied
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusterctl_generate_cluster_renders_our_templates_which_converge() {
+    let env = TestEnv::get().await;
+    env.cluster_api().await;
+    serve_our_webhooks(env).await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+    let creds: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "creds"}, "stringData": {"token": "x"}}),
+    )
+    .unwrap();
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &creds)
+        .await
+        .unwrap();
+    let config = clusterctl_repository(tmp.path());
+
+    // The classic template: its output applies, and the cluster and its pool
+    // converge under Cluster API.
+    let classic = generate_cluster(tmp.path(), &config, &ns, "gen", None);
+    let applied = apply_yaml(&ns.client(), &classic).await;
+    assert_eq!(
+        applied,
+        [
+            "Cluster/gen",
+            "TerraformCluster/gen",
+            "Secret/gen-pool-0-bootstrap",
+            "MachinePool/gen-pool-0",
+            "TerraformMachinePool/gen-pool-0"
+        ]
+    );
+    let cluster = clusters(&ns).get("gen").await.unwrap();
+    let cluster_api = env.cluster_api().await;
+    ns.api::<Secret>()
+        .create(
+            &PostParams::default(),
+            &cluster_api.kubeconfig_secret("gen", &cluster.metadata.uid.unwrap()),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the generated MachinePool matched to 2 nodes",
+        240,
+        || async {
+            let mp = machine_pools(&ns).get("gen-pool-0").await.ok()?;
+            let refs = mp.data["status"]["nodeRefs"].as_array()?.len();
+            (refs == 2 && mp.data["status"]["phase"] == json!("Running")).then_some(())
+        },
+    )
+    .await;
+    let tc = ns.api::<TerraformCluster>().get("gen").await.unwrap();
+    assert!(is_ready(&tc));
+
+    // The ClusterClass flavour: clusterctl adds the class; the output
+    // applies and the topology makes our TerraformCluster from it.
+    let topology = generate_cluster(tmp.path(), &config, &ns, "gen-topo", Some("clusterclass"));
+    let applied = apply_yaml(&ns.client(), &topology).await;
+    assert!(
+        applied.contains(&"ClusterClass/captf".to_owned()),
+        "{applied:?}"
+    );
+    assert_eq!(applied.last().map(String::as_str), Some("Cluster/gen-topo"));
+    eventually(
+        "the topology's TerraformCluster exporting zone a",
+        240,
+        || async {
+            let tcs = ns
+                .api::<TerraformCluster>()
+                .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=gen-topo"))
+                .await
+                .ok()?;
+            let tc = tcs.items.into_iter().next()?;
+            (exported_zone(&tc).as_deref() == Some("a")).then_some(())
+        },
+    )
+    .await;
+
+    for name in ["gen", "gen-topo"] {
+        clusters(&ns)
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    wait_all_gone(&ns, 240).await;
 }

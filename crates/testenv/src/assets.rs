@@ -111,6 +111,19 @@ pub fn capi_binary(name: &'static str) -> Result<PathBuf, AssetError> {
     existing(name, capi_dir()?.join("bin").join(name), "CAPI_ASSETS")
 }
 
+/// Path of kustomize: `KUSTOMIZE`, else the cached build.
+pub fn kustomize() -> Result<PathBuf, AssetError> {
+    if let Some(path) = std::env::var_os("KUSTOMIZE") {
+        return existing("kustomize", PathBuf::from(path), "KUSTOMIZE");
+    }
+    let v = version("KUSTOMIZE_VERSION")?;
+    existing(
+        "kustomize",
+        cache_dir()?.join(format!("kustomize-v{v}/kustomize")),
+        "KUSTOMIZE",
+    )
+}
+
 /// Folder of this project's generated CRDs (`config/crd/bases`).
 pub fn project_crds() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases")
@@ -127,6 +140,7 @@ mod tests {
             "ETCD_VERSION",
             "OPENTOFU_VERSION",
             "CLUSTER_API_VERSION",
+            "KUSTOMIZE_VERSION",
         ] {
             let v = version(key).unwrap();
             assert_eq!(v.split('.').count(), 3, "{key}={v}");

@@ -5,11 +5,14 @@
 //! provider ID, the agent registers a Ready `Node` with that provider ID, and
 //! Cluster API's own node matching (`nodeRefs`, ready replicas) runs on it.
 //!
-//! Nodes are never removed here: deleting the nodes of retired members is
-//! Cluster API's part (the MachinePool controller deletes the nodes whose
-//! provider IDs left its list, and the nodes of a deleted pool).
+//! Deleting the nodes of members a pool retires is Cluster API's part (the
+//! MachinePool controller deletes the nodes whose provider IDs left its
+//! list), so the agent leaves those alone. What it does remove is what a
+//! cloud's node lifecycle controller would: the nodes of instances that are
+//! gone, known here by the object that reported them being deleted (its
+//! destroy has run).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -101,8 +104,21 @@ async fn register(nodes: &Api<Node>, provider_id: &str) -> Result<(), kube::Erro
     Ok(())
 }
 
+/// Deletes the node of an instance that is gone; an absent node is fine.
+async fn remove(nodes: &Api<Node>, provider_id: &str) -> Result<(), kube::Error> {
+    match nodes
+        .delete(&node_name(provider_id), &Default::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Runs until the future is dropped: watches pools and machines in every
-/// namespace and registers a node for each provider ID they report.
+/// namespace, registers a node for each provider ID they report, and
+/// removes the nodes an object reported once that object is gone.
 pub async fn run(client: kube::Client) {
     let nodes: Api<Node> = Api::all(client.clone());
     let watch = |kind: &str, plural: &str| {
@@ -114,9 +130,25 @@ pub async fn run(client: kube::Client) {
         watch("TerraformMachine", "terraformmachines"),
     );
     let mut registered: HashSet<String> = HashSet::new();
+    // uid of a pool or machine -> every provider ID it has reported.
+    let mut reported: HashMap<String, HashSet<String>> = HashMap::new();
     while let Some(event) = events.next().await {
         let obj = match event {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+            Ok(watcher::Event::Delete(o)) => {
+                let uid = o.metadata.uid.clone().unwrap_or_default();
+                let mut gone = reported.remove(&uid).unwrap_or_default();
+                gone.extend(provider_ids(&o));
+                for id in gone {
+                    match remove(&nodes, &id).await {
+                        Ok(()) => {
+                            registered.remove(&id);
+                        }
+                        Err(e) => eprintln!("[node-agent] removing the node of {id}: {e}"),
+                    }
+                }
+                continue;
+            }
             Ok(_) => continue,
             Err(e) => {
                 eprintln!("[node-agent] watch error: {e}");
@@ -124,7 +156,9 @@ pub async fn run(client: kube::Client) {
                 continue;
             }
         };
+        let uid = obj.metadata.uid.clone().unwrap_or_default();
         for id in provider_ids(&obj) {
+            reported.entry(uid.clone()).or_default().insert(id.clone());
             if registered.contains(&id) {
                 continue;
             }
