@@ -28,7 +28,10 @@ use super::{Context, Error};
 
 /// How long one quiet pass may stand in for full ones: a resync after that
 /// reads everything again, whatever the watches said (a bound on what a
-/// missed watch event could hide).
+/// missed watch event could hide). The bound stretches by at most one more
+/// sync period to meet the object's own requeue, so that an object due for
+/// its refresh just after the bound (refresh intervals carry a jitter of up
+/// to a tenth) is not read in full twice within minutes.
 pub const MAX_QUIET_SYNC_PERIODS: u32 = 6;
 
 /// What a quiet pass saw and left.
@@ -59,6 +62,8 @@ enum Entry {
 pub struct QuietPasses {
     entries: Arc<Mutex<HashMap<String, Entry>>>,
     max_age: Duration,
+    /// How far past `max_age` an entry may stand to meet its own requeue.
+    stretch: Duration,
 }
 
 impl QuietPasses {
@@ -66,13 +71,21 @@ impl QuietPasses {
         self.entries.lock().expect("the quiet passes")
     }
 
-    /// The settled pass of `key`, unless older than the bound at `now`.
+    /// The settled pass of `key`, unless past its bound at `now`.
     fn settled(&self, key: &str, now: Instant) -> Option<Settled> {
         match self.lock().get(key) {
-            Some(Entry::Settled(at, s)) if now.saturating_duration_since(*at) < self.max_age => {
-                Some(s.clone())
-            }
+            Some(Entry::Settled(at, s)) if now < self.expiry(*at, s.due) => Some(s.clone()),
             _ => None,
+        }
+    }
+
+    /// When an entry settled `at` stops standing: the bound, or its own
+    /// requeue if that comes within `stretch` after the bound.
+    fn expiry(&self, at: Instant, due: Option<Instant>) -> Instant {
+        let bound = at + self.max_age;
+        match due {
+            Some(due) if due > bound && due <= bound + self.stretch => due,
+            _ => bound,
         }
     }
 
@@ -103,6 +116,7 @@ pub fn memo(sync_period: Duration) -> QuietPasses {
     QuietPasses {
         entries: Arc::new(Mutex::new(HashMap::new())),
         max_age: sync_period * MAX_QUIET_SYNC_PERIODS,
+        stretch: sync_period,
     }
 }
 
@@ -315,5 +329,39 @@ mod tests {
             "an event came while the pass ran: it read the world before it"
         );
         assert!(m.settled("k", t0).is_none());
+    }
+
+    #[test]
+    fn the_bound_stretches_at_most_one_period_to_meet_the_own_requeue() {
+        let sync = Duration::from_secs(600);
+        let bound = sync * MAX_QUIET_SYNC_PERIODS;
+        let obj = pool(1, serde_json::json!({}));
+        let t0 = Instant::now();
+        // (own requeue after settling, a time after settling, the entry
+        // still stands); a requeue that has come is `stands`'s business.
+        let table = [
+            (None, bound - Duration::from_secs(1), true),
+            (None, bound, false),
+            (Some(bound + sync / 2), bound + Duration::from_secs(1), true),
+            (Some(bound + sync / 2), bound + sync / 2, false),
+            (
+                Some(bound + sync),
+                bound + sync - Duration::from_secs(1),
+                true,
+            ),
+            (Some(bound + sync * 2), bound, false),
+            (Some(bound - sync), bound - sync, true),
+            (Some(bound - sync), bound, false),
+        ];
+        for (due, at, stands) in table {
+            let m = memo(sync);
+            m.begin("k".into());
+            assert!(m.settle("k", settled(&obj, due.map(|d| t0 + d)), t0));
+            assert_eq!(
+                m.settled("k", t0 + at).is_some(),
+                stands,
+                "due {due:?}, at {at:?}"
+            );
+        }
     }
 }
