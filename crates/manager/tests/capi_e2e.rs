@@ -396,6 +396,18 @@ async fn cluster_api_drives_a_classic_cluster_with_a_pool_from_creation_to_delet
     wait_all_gone(&ns, 240).await;
 }
 
+/// The Secret `creds` the templates' identity refers to.
+async fn create_credentials(ns: &TestNamespace) {
+    let creds: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "creds"}, "stringData": {"token": "x"}}),
+    )
+    .unwrap();
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &creds)
+        .await
+        .unwrap();
+}
+
 fn dynamic_api(ns: &TestNamespace, group: &str, version: &str, kind: &str) -> Api<DynamicObject> {
     let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
     let ar = kube::api::ApiResource::from_gvk(&gvk);
@@ -516,14 +528,7 @@ async fn a_cluster_class_topology_creates_our_objects_from_our_templates() {
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
     let _manager = setup(env, &ns, tmp.path()).await;
-    let creds: Secret = serde_json::from_value(
-        json!({"metadata": {"name": "creds"}, "stringData": {"token": "x"}}),
-    )
-    .unwrap();
-    ns.api::<Secret>()
-        .create(&PostParams::default(), &creds)
-        .await
-        .unwrap();
+    create_credentials(&ns).await;
     cluster_class(&ns).await;
 
     let cluster = create(&ns, &capi::cluster_resource(), json!({
@@ -838,14 +843,7 @@ async fn clusterctl_generate_cluster_renders_our_templates_which_converge() {
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
     let _manager = setup(env, &ns, tmp.path()).await;
-    let creds: Secret = serde_json::from_value(
-        json!({"metadata": {"name": "creds"}, "stringData": {"token": "x"}}),
-    )
-    .unwrap();
-    ns.api::<Secret>()
-        .create(&PostParams::default(), &creds)
-        .await
-        .unwrap();
+    create_credentials(&ns).await;
     let config = clusterctl_repository(tmp.path());
 
     // The classic template: its output applies, and the cluster and its pool

@@ -2,7 +2,6 @@
 //! this test generates, called over TLS, and rejecting a bad
 //! TerraformMachinePool with every violation in one response.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use captf_api::names::webhooks::VALIDATING;
@@ -13,34 +12,13 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SanType,
-};
 use serde_json::json;
 
-/// A CA and a serving certificate for 127.0.0.1 signed by it, written as
-/// `tls.crt`/`tls.key`; returns the CA bundle.
+/// A serving certificate for 127.0.0.1 in `dir` (`tls.crt`, `tls.key`, the
+/// names the webhook server reads); returns its CA's PEM.
 fn write_serving_cert(dir: &std::path::Path) -> String {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "captf-webhook-test-ca");
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut serving = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    serving
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = serving.signed_by(&key, &ca).unwrap();
-    std::fs::write(dir.join(CERT_FILE), cert.pem()).unwrap();
-    std::fs::write(dir.join(KEY_FILE), key.serialize_pem()).unwrap();
-    ca.pem()
+    assert_eq!((CERT_FILE, KEY_FILE), ("tls.crt", "tls.key"));
+    captf_testenv::pki::write_webhook_serving_pair(dir).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
