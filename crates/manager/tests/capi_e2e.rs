@@ -20,6 +20,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use support::pools::bring_up;
 use support::webhooks::serve_our_webhooks;
 use support::*;
 
@@ -39,68 +40,6 @@ fn machine_pools(ns: &TestNamespace) -> Api<DynamicObject> {
 
 fn clusters(ns: &TestNamespace) -> Api<DynamicObject> {
     Api::namespaced_with(ns.client(), ns.name(), &capi::cluster_resource())
-}
-
-/// What a user writes for a classic Cluster: the Cluster, its
-/// TerraformCluster, a MachinePool of `replicas` with its
-/// TerraformMachinePool (no owner references, no labels), the credentials
-/// and the bootstrap data.
-async fn user_objects(ns: &TestNamespace, replicas: i32) -> DynamicObject {
-    let secrets = ns.api::<Secret>();
-    for (name, data) in [
-        ("creds", json!({"token": "x"})),
-        (
-            "pool-bootstrap",
-            json!({"value": "#cloud-config\n", "format": "cloud-config"}),
-        ),
-    ] {
-        let s: Secret =
-            serde_json::from_value(json!({"metadata": {"name": name}, "stringData": data}))
-                .unwrap();
-        secrets.create(&PostParams::default(), &s).await.unwrap();
-    }
-    let cluster = create(ns, &capi::cluster_resource(), json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-        "metadata": {"name": "prod"},
-        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": "prod"}},
-    }))
-    .await;
-    let tc: TerraformCluster = serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
-        "metadata": {"name": "prod"},
-        "spec": {"source": {"image": module_ref("cluster", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
-    }))
-    .unwrap();
-    ns.api::<TerraformCluster>()
-        .create(&PostParams::default(), &tc)
-        .await
-        .unwrap();
-    create(ns, &capi::machine_pool_resource(), json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
-        "metadata": {"name": "pool-a"},
-        "spec": {
-            "clusterName": "prod",
-            "replicas": replicas,
-            "template": {"spec": {
-                "clusterName": "prod",
-                "bootstrap": {"dataSecretName": "pool-bootstrap"},
-                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformMachinePool", "name": "pool-a"},
-                "version": "v1.37.2",
-            }},
-        },
-    }))
-    .await;
-    let pool: TerraformMachinePool = serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
-        "metadata": {"name": "pool-a"},
-        "spec": {"source": {"image": module_ref("machinepool", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "membershipRefreshIntervalSeconds": 15},
-    }))
-    .unwrap();
-    ns.api::<TerraformMachinePool>()
-        .create(&PostParams::default(), &pool)
-        .await
-        .unwrap();
-    cluster
 }
 
 /// The MachinePool as Cluster API sees it: provider IDs, node references
@@ -296,20 +235,14 @@ async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_api_drives_a_classic_cluster_with_a_pool_from_creation_to_deletion() {
     let env = TestEnv::get().await;
-    let cluster_api = env.cluster_api().await;
+    env.cluster_api().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
     let _manager = setup(env, &ns, tmp.path()).await;
 
-    let cluster = user_objects(&ns, 3).await;
-    let uid = cluster.metadata.uid.clone().unwrap();
-    ns.api::<Secret>()
-        .create(
-            &PostParams::default(),
-            &cluster_api.kubeconfig_secret("prod", &uid),
-        )
-        .await
-        .unwrap();
+    // What a user writes (and the kubeconfig Secret of a control plane
+    // provider): no owner references, no cluster-name labels.
+    bring_up(&ns, 3, json!({})).await;
 
     // Cluster API's controllers adopt our objects: owner references and
     // the cluster-name label are theirs.

@@ -25,6 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Error;
 use crate::assets;
+use crate::control_plane::free_port;
 use crate::pki;
 use crate::process::Process;
 
@@ -109,15 +110,6 @@ pub async fn start(
     register_webhooks(client, component, &url, &ca).await?;
     convert_through(client, component, &url, &ca).await?;
     Ok(process)
-}
-
-fn free_port() -> Result<u16, Error> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| Error::io("binding a free port", e))?;
-    Ok(listener
-        .local_addr()
-        .map_err(|e| Error::io("reading a bound port", e))?
-        .port())
 }
 
 /// `GET /readyz` on the health port answers 200 once the manager's caches

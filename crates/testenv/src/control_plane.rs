@@ -41,7 +41,7 @@ pub struct ControlPlane {
     pub processes: Vec<Process>,
 }
 
-fn free_port() -> Result<u16, Error> {
+pub(crate) fn free_port() -> Result<u16, Error> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("binding a free port", e))?;
     let port = listener
