@@ -12,7 +12,8 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde::{Deserialize, Serialize};
 
 pub use captf_api::names::capi::{
-    CLUSTER as CLUSTER_KIND, GROUP, MACHINE_POOL as MACHINE_POOL_KIND, VERSION,
+    CLUSTER as CLUSTER_KIND, GROUP, MACHINE as MACHINE_KIND, MACHINE_POOL as MACHINE_POOL_KIND,
+    VERSION,
 };
 
 /// The `ApiResource` of a v1beta2 kind, for dynamic clients.
@@ -28,6 +29,11 @@ pub fn cluster_resource() -> ApiResource {
 /// `machinepools.cluster.x-k8s.io/v1beta2`.
 pub fn machine_pool_resource() -> ApiResource {
     resource(MACHINE_POOL_KIND, "machinepools")
+}
+
+/// `machines.cluster.x-k8s.io/v1beta2`.
+pub fn machine_resource() -> ApiResource {
+    resource(MACHINE_KIND, "machines")
 }
 
 /// True when an `apiVersion` belongs to Cluster API's core group (any
@@ -147,6 +153,15 @@ impl Cluster {
             .and_then(|i| i.control_plane_initialized)
             == Some(true)
     }
+
+    /// `status.initialization.infrastructureProvisioned` (unset reads false).
+    pub fn infrastructure_provisioned(&self) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.infrastructure_provisioned)
+            == Some(true)
+    }
 }
 
 /// `MachinePool.spec.template.metadata`.
@@ -166,7 +181,8 @@ pub struct Bootstrap {
     pub data_secret_name: Option<String>,
 }
 
-/// The part of `MachineSpec` a pool reads from its template.
+/// The part of `MachineSpec` a machine reads from its Machine and a pool
+/// from its template.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSpec {
@@ -178,6 +194,14 @@ pub struct MachineSpec {
     pub infrastructure_ref: ObjectReference,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_domain: Option<String>,
+    #[serde(
+        rename = "providerID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provider_id: Option<String>,
 }
 
 /// `MachineTemplateSpec`.
@@ -224,6 +248,44 @@ impl MachinePool {
     }
 
     /// One annotation of the MachinePool.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(String::as_str)
+    }
+}
+
+/// A Cluster API `Machine` (subset).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Machine {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineSpec,
+}
+
+impl Machine {
+    /// Reads a Machine from a dynamic object.
+    pub fn from_dynamic(obj: &DynamicObject) -> Result<Machine, serde_json::Error> {
+        from_dynamic(obj)
+    }
+
+    /// Carries the `cluster.x-k8s.io/control-plane` label (presence only).
+    pub fn control_plane(&self) -> bool {
+        self.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(captf_api::names::labels::CONTROL_PLANE))
+    }
+
+    /// Has a deletion timestamp.
+    pub fn deleting(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
+    /// One annotation of the Machine.
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.metadata
             .annotations

@@ -5,6 +5,8 @@
 
 pub mod cluster;
 pub mod exports_guard;
+pub mod gates;
+pub mod machine;
 pub mod pool;
 pub mod variables;
 
@@ -118,6 +120,38 @@ pub(crate) fn back_reference_checks(
         ));
     }
     Ok(())
+}
+
+/// The owner checks machines and pools share once their own owner passed:
+/// the cluster-name label, the Cluster it names, and that Cluster's
+/// infrastructure being a TerraformCluster.
+pub(crate) fn cluster_owner(object: &ObjectMeta, cluster: Option<&capi::Cluster>) -> OwnerDecision {
+    let Some(cluster_name) = cluster_name_label(object) else {
+        return OwnerDecision::missing(
+            "Unknown",
+            reasons::WAITING_FOR_OWNER,
+            format!("waiting for the {} label", labels::CLUSTER_NAME),
+        );
+    };
+    let Some(cluster) = cluster else {
+        return OwnerDecision::missing(
+            "False",
+            reasons::OWNER_NOT_FOUND,
+            format!("Cluster {cluster_name} not found"),
+        );
+    };
+    match &cluster.spec.infrastructure_ref {
+        Some(r) if !names_captf_kind(r, captf_api::names::kinds::TERRAFORM_CLUSTER) => {
+            OwnerDecision::gated(
+                reasons::CLUSTER_NOT_TERRAFORM,
+                format!(
+                    "Cluster {cluster_name} uses infrastructure {} of group {:?}, not a TerraformCluster",
+                    r.kind, r.api_group
+                ),
+            )
+        }
+        _ => OwnerDecision::found(),
+    }
 }
 
 /// Where an object is on its way to being provisioned, for

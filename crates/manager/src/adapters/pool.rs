@@ -13,15 +13,14 @@ use captf_contract::inputs::{
     MachinePoolInputs,
 };
 use captf_contract::outputs::{
-    AddressType, ClusterOutputs, MAX_POOL_INSTANCES, MAX_PROVIDER_IDS, MachinePoolOutputs,
-    PoolInstance,
+    AddressType, MAX_POOL_INSTANCES, MAX_PROVIDER_IDS, MachinePoolOutputs, PoolInstance,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::{
-    OwnerDecision, annotation, back_reference_checks, capi_owner_ref, cluster_name_label,
-    condition, names_captf_kind,
+    OwnerDecision, annotation, back_reference_checks, capi_owner_ref, condition, gates,
+    names_captf_kind,
 };
 use crate::capi::{self, Cluster, MachinePool};
 use crate::engine::job_conditions::ConditionValue;
@@ -79,33 +78,7 @@ pub fn owner(
     {
         return OwnerDecision::gated(reasons::OWNER_MISMATCH, why);
     }
-    let Some(cluster_name) = cluster_name_label(object) else {
-        return OwnerDecision::missing(
-            "Unknown",
-            reasons::WAITING_FOR_OWNER,
-            format!(
-                "waiting for the {} label",
-                captf_api::names::labels::CLUSTER_NAME
-            ),
-        );
-    };
-    let Some(cluster) = cluster else {
-        return OwnerDecision::missing(
-            "False",
-            reasons::OWNER_NOT_FOUND,
-            format!("Cluster {cluster_name} not found"),
-        );
-    };
-    match &cluster.spec.infrastructure_ref {
-        Some(r) if !names_captf_kind(r, kinds::TERRAFORM_CLUSTER) => OwnerDecision::gated(
-            reasons::CLUSTER_NOT_TERRAFORM,
-            format!(
-                "Cluster {cluster_name} uses infrastructure {} of group {:?}, not a TerraformCluster",
-                r.kind, r.api_group
-            ),
-        ),
-        _ => OwnerDecision::found(),
-    }
+    super::cluster_owner(object, cluster)
 }
 
 /// The TerraformCluster the Cluster names, once it names one.
@@ -118,31 +91,7 @@ pub fn terraform_cluster_name(cluster: &Cluster) -> Option<&str> {
         .map(|r| r.name.as_str())
 }
 
-/// What the caller could read of the cluster's state.
-#[derive(Debug, Clone, Copy)]
-pub enum ClusterState<'a> {
-    /// Decoded outputs the verdict lets be used.
-    Outputs(&'a ClusterOutputs),
-    /// No usable outputs; the text says why, without any value.
-    Unreadable(&'a str),
-}
-
-/// The bootstrap data Secret's two keys.
-#[derive(Clone, PartialEq, Eq)]
-pub struct BootstrapSecret {
-    pub value: Option<Vec<u8>>,
-    pub format: Option<String>,
-}
-
-impl std::fmt::Debug for BootstrapSecret {
-    // The payload is a secret.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BootstrapSecret")
-            .field("value", &self.value.as_ref().map(|v| v.len()))
-            .field("format", &self.format)
-            .finish()
-    }
-}
+pub use super::gates::{BootstrapSecret, ClusterState};
 
 /// What the gates read. The caller fetches the TerraformCluster named by the
 /// Cluster, its state (skipped for an externally managed one), and the
@@ -167,95 +116,46 @@ pub struct Dependencies {
     pub bootstrap_format: BootstrapFormat,
 }
 
-fn waiting(reason: &'static str, message: impl Into<String>) -> ConditionValue {
-    condition("Unknown", reason, message)
-}
-
 /// The dependency gates in order: a provisioned TerraformCluster, its
 /// exports, the bootstrap data. `Err` is the `DependenciesReady` to report;
 /// `Ok` carries what the inputs need (and `DependenciesReady=True` is
 /// [`super::dependencies_ready`]).
 pub fn gates(i: &GateInput<'_>) -> Result<Dependencies, ConditionValue> {
     let Some(tc) = i.terraform_cluster else {
-        return Err(waiting(
+        return Err(gates::waiting(
             reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
             "the Cluster's TerraformCluster does not exist yet",
         ));
     };
-    let tc_name = tc.metadata.name.as_deref().unwrap_or_default();
-    let status = tc.status.as_ref();
-    let provisioned = status
+    let provisioned = tc
+        .status
+        .as_ref()
         .and_then(|s| s.workspace.initialization.as_ref())
         .and_then(|i| i.provisioned)
         == Some(true);
     if !provisioned {
-        return Err(waiting(
+        return Err(gates::waiting(
             reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
-            format!("TerraformCluster {tc_name} is not provisioned yet"),
+            format!(
+                "TerraformCluster {} is not provisioned yet",
+                tc.metadata.name.as_deref().unwrap_or_default()
+            ),
         ));
     }
-    // An externally managed cluster has no state to read: its exports are
-    // empty and its failure domains are whatever its status says.
-    let (exports, cluster_failure_domains) =
-        if annotation(&tc.metadata, annotations::MANAGED_BY).is_some() {
-            let names = status
-                .and_then(|s| s.failure_domains.as_ref())
-                .map(|fds| fds.iter().map(|fd| fd.name.clone()).collect())
-                .unwrap_or_default();
-            (Value::Object(Default::default()), names)
-        } else {
-            match i.cluster_state {
-                ClusterState::Outputs(o) => (
-                    o.exports.clone(),
-                    o.failure_domains.iter().map(|fd| fd.name.clone()).collect(),
-                ),
-                ClusterState::Unreadable(why) => {
-                    return Err(waiting(
-                        reasons::WAITING_FOR_CLUSTER_EXPORTS,
-                        format!("exports of TerraformCluster {tc_name} cannot be read: {why}"),
-                    ));
-                }
-            }
-        };
-    let mp_name = i.machine_pool.metadata.name.as_deref().unwrap_or_default();
-    let secret_name = i
-        .machine_pool
-        .spec
-        .template
-        .spec
-        .bootstrap
-        .data_secret_name
-        .as_deref()
-        .filter(|n| !n.is_empty());
-    let Some(secret_name) = secret_name else {
-        return Err(waiting(
-            reasons::WAITING_FOR_BOOTSTRAP_DATA,
-            format!("MachinePool {mp_name} has no bootstrap data Secret yet"),
-        ));
-    };
-    let Some(secret) = i.bootstrap_secret else {
-        return Err(waiting(
-            reasons::WAITING_FOR_BOOTSTRAP_DATA,
-            format!("bootstrap data Secret {secret_name} not found"),
-        ));
-    };
-    let Some(value) = &secret.value else {
-        return Err(waiting(
-            reasons::WAITING_FOR_BOOTSTRAP_DATA,
-            format!("bootstrap data Secret {secret_name} has no value key"),
-        ));
-    };
-    let bootstrap_format =
-        BootstrapFormat::from_secret_value(secret.format.as_deref()).map_err(|e| {
-            waiting(
-                reasons::WAITING_FOR_BOOTSTRAP_DATA,
-                format!("bootstrap data Secret {secret_name}: {e}"),
-            )
-        })?;
+    let (exports, cluster_failure_domains) = gates::exports(tc, i.cluster_state)?;
+    let mp = i.machine_pool;
+    let (bootstrap_data, bootstrap_format) = gates::bootstrap(
+        &format!(
+            "MachinePool {}",
+            mp.metadata.name.as_deref().unwrap_or_default()
+        ),
+        mp.spec.template.spec.bootstrap.data_secret_name.as_deref(),
+        i.bootstrap_secret,
+    )?;
     Ok(Dependencies {
         exports,
         cluster_failure_domains,
-        bootstrap_data: BootstrapData::from_bytes(value),
+        bootstrap_data,
         bootstrap_format,
     })
 }
@@ -343,7 +243,7 @@ pub struct PoolWrites {
     pub instances_truncated: bool,
 }
 
-fn address_type(t: AddressType) -> MachineAddressType {
+pub(crate) fn address_type(t: AddressType) -> MachineAddressType {
     match t {
         AddressType::InternalIP => MachineAddressType::InternalIP,
         AddressType::InternalDNS => MachineAddressType::InternalDNS,
@@ -353,7 +253,7 @@ fn address_type(t: AddressType) -> MachineAddressType {
     }
 }
 
-fn health_state(s: HealthState) -> ApiHealthState {
+pub(crate) fn health_state(s: HealthState) -> ApiHealthState {
     match s {
         HealthState::Pending => ApiHealthState::Pending,
         HealthState::Running => ApiHealthState::Running,
@@ -498,7 +398,7 @@ mod tests {
     use captf_api::common::{Initialization, Source, WorkspaceSpec, WorkspaceStatus};
     use captf_api::{TerraformClusterSpec, TerraformClusterStatus, TerraformMachinePoolSpec};
     use captf_contract::health::Health;
-    use captf_contract::outputs::{Address, FailureDomain};
+    use captf_contract::outputs::{Address, ClusterOutputs, FailureDomain};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     use crate::engine::preamble::OwnerLookup;
@@ -570,6 +470,7 @@ mod tests {
                             name: "workers".into(),
                         },
                         version: None,
+                        ..Default::default()
                     },
                 },
             },
