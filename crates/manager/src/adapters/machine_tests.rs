@@ -7,6 +7,36 @@ fn meta(value: Value) -> ObjectMeta {
     serde_json::from_value(value).unwrap()
 }
 
+/// What, the object, its Machine and Cluster, and the reason expected.
+type OwnerCase<'a> = (
+    &'a str,
+    &'a ObjectMeta,
+    Option<&'a Machine>,
+    Option<&'a Cluster>,
+    Option<&'a str>,
+);
+/// What, the reason and count before, provider ID missing, the health, and
+/// the reason and count after.
+type SampleCase<'a> = (
+    &'a str,
+    Option<&'a str>,
+    Option<i32>,
+    bool,
+    Option<&'a Health>,
+    &'a str,
+    Option<i32>,
+);
+/// What, the policy, the health reason, the count, the Machine, and what
+/// is expected.
+type RemediationCase<'a> = (
+    &'a str,
+    &'a EffectiveRemediation,
+    &'a str,
+    Option<i32>,
+    &'a Machine,
+    Option<(&'a str, &'a str)>,
+);
+
 fn tm_meta() -> ObjectMeta {
     meta(json!({
         "name": "cp-0", "namespace": "team-a",
@@ -64,13 +94,7 @@ fn owner_table() {
     let mut not_terraform = cluster(true);
     not_terraform.spec.infrastructure_ref.as_mut().unwrap().kind = "DockerCluster".into();
     let (m, c, tm) = (machine(), cluster(true), tm_meta());
-    let cases: Vec<(
-        &str,
-        &ObjectMeta,
-        Option<&Machine>,
-        Option<&Cluster>,
-        Option<&str>,
-    )> = vec![
+    let cases: Vec<OwnerCase<'_>> = vec![
         ("owned and named back", &tm, Some(&m), Some(&c), None),
         (
             "no owner yet",
@@ -385,15 +409,7 @@ fn samples_table() {
     let degraded = health(HealthState::Degraded, false);
     let pending = health(HealthState::Pending, false);
     let terminated = health(HealthState::Terminated, false);
-    let cases: Vec<(
-        &str,
-        Option<&str>,
-        Option<i32>,
-        bool,
-        Option<&Health>,
-        &str,
-        Option<i32>,
-    )> = vec![
+    let cases: Vec<SampleCase<'_>> = vec![
         (
             "healthy resets",
             Some(reasons::INSTANCE_UNHEALTHY),
@@ -527,14 +543,7 @@ fn remediation_table() {
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
     );
     let request = |r| Some(("request", r));
-    let cases: Vec<(
-        &str,
-        &EffectiveRemediation,
-        &str,
-        Option<i32>,
-        &Machine,
-        Option<(&str, &str)>,
-    )> = vec![
+    let cases: Vec<RemediationCase<'_>> = vec![
         (
             "below the threshold",
             &on,
