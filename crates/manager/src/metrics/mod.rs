@@ -90,6 +90,11 @@ struct DecisionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindReasonLabels {
     kind: &'static str,
     reason: &'static str,
@@ -184,6 +189,7 @@ struct Families {
     lease_waits: Family<KindReasonLabels, Counter>,
     state_read_errors: Family<KindReasonLabels, Counter>,
     outputs_invalid: Family<KindReasonLabels, Counter>,
+    remediation_requests: Family<ActionLabels, Counter>,
     ready: Family<ObjectLabels, Gauge>,
     infrastructure_healthy: Family<ObjectLabels, Gauge>,
     drift_detected: Family<ObjectLabels, Gauge>,
@@ -244,6 +250,7 @@ impl Metrics {
             lease_waits: Family::default(),
             state_read_errors: Family::default(),
             outputs_invalid: Family::default(),
+            remediation_requests: Family::default(),
             ready: Family::default(),
             infrastructure_healthy: Family::default(),
             drift_detected: Family::default(),
@@ -298,6 +305,11 @@ impl Metrics {
             "captf_outputs_invalid",
             help("Module outputs that turned invalid"),
             f.outputs_invalid.clone(),
+        );
+        r.register(
+            "captf_remediation_requests",
+            help("remediate-machine annotations requested or withdrawn on Machines"),
+            f.remediation_requests.clone(),
         );
         r.register(
             "captf_ready",
@@ -508,6 +520,27 @@ impl Metrics {
             kind,
             labels::outputs_invalid_reason(reason),
         );
+    }
+
+    /// A Machine's `remediate-machine` annotation was `requested` or
+    /// `withdrawn`.
+    pub fn remediation_request(&self, action: &str) {
+        let action = match action {
+            "requested" => "requested",
+            "withdrawn" => "withdrawn",
+            other => {
+                tracing::warn!(
+                    metric = "captf_remediation_requests_total",
+                    action = other,
+                    "label value refused"
+                );
+                return;
+            }
+        };
+        self.f()
+            .remediation_requests
+            .get_or_create(&ActionLabels { action })
+            .inc();
     }
 
     /// Replaces every per-object series of one object with `gauges`.

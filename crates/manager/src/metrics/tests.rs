@@ -28,6 +28,7 @@ fn every_metric_has_alpha_help_and_its_type() {
     m.lease_wait_started("TerraformCluster", "run_lease");
     m.state_read_failed("TerraformCluster", "corrupt");
     m.outputs_invalid("TerraformCluster", "OutputsMissing");
+    m.remediation_request("requested");
     m.object("TerraformCluster", "ns", "c", &gauges());
     let text = m.encode();
     let families = [
@@ -40,6 +41,7 @@ fn every_metric_has_alpha_help_and_its_type() {
         ("captf_lease_waits", "counter"),
         ("captf_state_read_errors", "counter"),
         ("captf_outputs_invalid", "counter"),
+        ("captf_remediation_requests", "counter"),
         ("captf_ready", "gauge"),
         ("captf_infrastructure_healthy", "gauge"),
         ("captf_drift_detected", "gauge"),

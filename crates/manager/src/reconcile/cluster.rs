@@ -84,6 +84,7 @@ fn settings(
         mutable: true,
         membership: None,
         after_apply_refresh: false,
+        health_interval: None,
         retain: eff.deletion_policy == DeletionPolicy::Retain,
     }
 }

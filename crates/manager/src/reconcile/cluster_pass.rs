@@ -16,7 +16,7 @@ use captf_api::names::{annotations, conditions, events, labels, reasons};
 use captf_api::plan::{PlanPhase, TerraformPlan};
 use captf_api::{TerraformMachine, TerraformMachinePool};
 use captf_contract::outputs::RoleOutputs;
-use captf_contract::{Role, RoleInputs, inputs_hash, render_root};
+use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
 use super::ending::{self, PassEnding};
+use super::inputs_applied;
 use super::job_start::StartRequest;
 use super::next_op;
 use super::pass;
@@ -165,6 +166,8 @@ pub fn plan(
         provisioned,
         cx.now,
     );
+    let view = inputs_applied::view(p, read, current.as_ref());
+    inputs_applied::set(p, &view, Some(&decision));
     let ending = match decision.action.clone() {
         Decided::Start {
             op,
@@ -302,14 +305,6 @@ fn plan_inputs(
 ) -> Option<Rendered> {
     let inline = obj.spec.workspace.variables.as_ref();
     let vars = crate::adapters::variables::merge(Role::Cluster, inline, &snap.sources);
-    let not_ready = |p: &mut OpenPass, reason, message: String| {
-        let c = ConditionValue {
-            status: "False",
-            reason,
-            message,
-        };
-        p.draft.set(conditions::DEPENDENCIES_READY, &c);
-    };
     let (c, vars) = match (cluster, vars) {
         (_, Err(c)) => {
             p.draft.set(conditions::DEPENDENCIES_READY, &c);
@@ -321,21 +316,10 @@ fn plan_inputs(
     let initialized = recorded_control_plane_initialized(snap.stored.attempt.as_ref());
     let inputs = RoleInputs::Cluster(adapter::inputs(obj, c, initialized));
     let image = obj.spec.workspace.source.image.clone();
-    match (
-        render_root(&inputs, &vars),
-        inputs_hash(&image, &inputs, &vars),
-    ) {
-        (Ok(root), Ok(hash)) => Some(Rendered {
-            files: (root.main_tf_json.clone(), root.tfvars_json.clone()),
-            hash,
-            image,
-        }),
-        (Err(e), _) => {
-            not_ready(p, reasons::INPUTS_TOO_LARGE, e.to_string());
-            None
-        }
-        (_, Err(e)) => {
-            not_ready(p, reasons::VARIABLES_INVALID, e.to_string());
+    match super::common::render_inputs(&inputs, &vars, &image) {
+        Ok(r) => Some(r),
+        Err(c) => {
+            p.draft.set(conditions::DEPENDENCIES_READY, &c);
             None
         }
     }

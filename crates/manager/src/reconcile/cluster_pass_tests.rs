@@ -89,6 +89,7 @@ fn open_pass(obj: &TerraformCluster, deleting: bool, now: SystemTime) -> OpenPas
         mutable: true,
         membership: None,
         after_apply_refresh: false,
+        health_interval: None,
         retain: false,
     };
     let loaded = Loaded {

@@ -39,8 +39,12 @@ pub struct PassSettings {
     pub identity: Option<IdentityReference>,
     pub mutable: bool,
     pub membership: Option<Membership>,
-    /// A refresh follows every successful apply (pools).
+    /// A refresh follows every successful apply (pools; machines unless
+    /// the apply's own outputs gave a definite health reading).
     pub after_apply_refresh: bool,
+    /// Periodic health refreshes (a provisioned machine whose Machine is
+    /// annotated on remediation).
+    pub health_interval: Option<Duration>,
     /// `deletionPolicy: Retain` is in effect.
     pub retain: bool,
 }
@@ -51,6 +55,35 @@ pub struct Rendered {
     pub files: (String, String),
     pub hash: String,
     pub image: String,
+}
+
+/// Renders a role's inputs with the user variables; `Err` is the
+/// `DependenciesReady` to report (too large, or variables the hash refuses).
+pub fn render_inputs(
+    inputs: &captf_contract::RoleInputs,
+    vars: &captf_contract::UserVariables,
+    image: &str,
+) -> Result<Rendered, ConditionValue> {
+    match (
+        captf_contract::render_root(inputs, vars),
+        captf_contract::inputs_hash(image, inputs, vars),
+    ) {
+        (Ok(root), Ok(hash)) => Ok(Rendered {
+            files: (root.main_tf_json, root.tfvars_json),
+            hash,
+            image: image.to_owned(),
+        }),
+        (Err(e), _) => Err(ConditionValue {
+            status: "False",
+            reason: reasons::INPUTS_TOO_LARGE,
+            message: e.to_string(),
+        }),
+        (_, Err(e)) => Err(ConditionValue {
+            status: "False",
+            reason: reasons::VARIABLES_INVALID,
+            message: e.to_string(),
+        }),
+    }
 }
 
 /// A pass past the preamble: its status draft, the object's Jobs and what

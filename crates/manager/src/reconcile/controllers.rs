@@ -389,7 +389,7 @@ pub async fn run_pools(
     let cluster_writer = Writer::new(cluster_ar.clone());
     let tc_writer = Writer::<TerraformCluster>::default();
     let secret_writer = Writer::<Secret>::default();
-    let _ = ctx.pool_stores.set(watches::PoolStores::new(
+    let _ = ctx.pool_stores.set(watches::OwnerStores::new(
         mp_writer.as_reader(),
         cluster_writer.as_reader(),
         tc_writer.as_reader(),

@@ -5,9 +5,7 @@
 use captf_api::TerraformMachinePool;
 use captf_api::names::{annotations, conditions, reasons};
 use captf_contract::inputs::MachinePoolInputs;
-use captf_contract::{
-    RoleInputs, UserVariables, approval_hash, exports_hash, inputs_hash, render_root,
-};
+use captf_contract::{RoleInputs, UserVariables, approval_hash, exports_hash};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
@@ -37,27 +35,11 @@ pub struct Built {
 
 /// Renders built inputs; `Err` is the `DependenciesReady` to report.
 pub fn render(b: &Built) -> Result<Rendered, ConditionValue> {
-    let inputs = RoleInputs::MachinePool(b.inputs.clone());
-    match (
-        render_root(&inputs, &b.vars),
-        inputs_hash(&b.image, &inputs, &b.vars),
-    ) {
-        (Ok(root), Ok(hash)) => Ok(Rendered {
-            files: (root.main_tf_json, root.tfvars_json),
-            hash,
-            image: b.image.clone(),
-        }),
-        (Err(e), _) => Err(ConditionValue {
-            status: "False",
-            reason: reasons::INPUTS_TOO_LARGE,
-            message: e.to_string(),
-        }),
-        (_, Err(e)) => Err(ConditionValue {
-            status: "False",
-            reason: reasons::VARIABLES_INVALID,
-            message: e.to_string(),
-        }),
-    }
+    super::common::render_inputs(
+        &RoleInputs::MachinePool(b.inputs.clone()),
+        &b.vars,
+        &b.image,
+    )
 }
 
 /// What the guard decided for this pass.

@@ -12,7 +12,11 @@ pub mod credentials;
 pub mod ending;
 pub mod ensured;
 pub mod exports;
+pub mod inputs_applied;
 pub mod job_start;
+pub mod machine;
+pub mod machine_outputs;
+pub mod machine_pass;
 #[cfg(test)]
 pub mod mock_api;
 pub mod next_op;
@@ -100,7 +104,10 @@ pub struct Context {
     /// period, with the verdict to report again.
     pub credentials_ensured: ensured::Ensured<credentials::Checked>,
     /// The caches the pool passes read (set when the pool controller runs).
-    pub pool_stores: std::sync::OnceLock<watches::PoolStores>,
+    pub pool_stores: std::sync::OnceLock<watches::OwnerStores>,
+    /// The caches the machine passes read (set when the machine controller
+    /// runs).
+    pub machine_stores: std::sync::OnceLock<watches::OwnerStores>,
     /// Objects whose last pass was quiet (see `quiet`).
     pub quiet: quiet::QuietPasses,
     /// The resourceVersion each running pass's own writes left on its
@@ -187,6 +194,7 @@ impl Context {
             rbac_ensured: ensured::Ensured::new(ttl),
             credentials_ensured: ensured::Ensured::new(ttl),
             pool_stores: std::sync::OnceLock::new(),
+            machine_stores: std::sync::OnceLock::new(),
             quiet: quiet::memo(ttl),
             written: Written::default(),
             passes: PassCounter::default(),

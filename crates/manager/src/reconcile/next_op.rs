@@ -158,7 +158,7 @@ pub fn decide_op<K: Workload>(
                 .and_then(|s| s.pending_refreshes)
                 .unwrap_or(0)
                 .max(0) as u32,
-            health_interval: None,
+            health_interval: p.shared.health_interval,
         },
         membership: p.shared.membership.clone(),
     };

@@ -145,14 +145,18 @@ pub async fn state<K: Workload>(
 
 /// Decodes the outputs of `state` for `role`.
 pub fn decode_outputs(role: Role, state: &StateSummary) -> RoleOutputs {
+    decode(role, &root_outputs(state))
+}
+
+/// The state's root outputs, as the contract's decoders read them.
+pub fn root_outputs(state: &StateSummary) -> RootOutputs {
     let map: serde_json::Map<String, serde_json::Value> = state
         .outputs
         .iter()
         .map(|(k, o)| (k.clone(), json!({ "value": o.value })))
         .collect();
-    let root = RootOutputs::from_output_json(&serde_json::Value::Object(map))
-        .unwrap_or_else(|_| RootOutputs::declared(Vec::new()));
-    decode(role, &root)
+    RootOutputs::from_output_json(&serde_json::Value::Object(map))
+        .unwrap_or_else(|_| RootOutputs::declared(Vec::new()))
 }
 
 /// The `StateReadable` condition of a read.

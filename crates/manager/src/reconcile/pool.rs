@@ -88,14 +88,7 @@ async fn dependencies(ctx: &Context, obj: &TerraformMachinePool) -> Result<Deps,
     stores.ready().await;
     let ns = obj.namespace().unwrap_or_default();
     let mp = capi_owner_ref(&obj.metadata, capi::MACHINE_POOL_KIND)
-        .and_then(|r| {
-            watches::get(
-                &stores.machine_pools,
-                &capi::machine_pool_resource(),
-                &ns,
-                &r.name,
-            )
-        })
+        .and_then(|r| watches::get(&stores.owners, &capi::machine_pool_resource(), &ns, &r.name))
         .and_then(|d| MachinePool::from_dynamic(&d).ok());
     let cluster = cluster_name_label(&obj.metadata)
         .and_then(|name| watches::get(&stores.clusters, &capi::cluster_resource(), &ns, name))
@@ -107,20 +100,36 @@ async fn dependencies(ctx: &Context, obj: &TerraformMachinePool) -> Result<Deps,
     let bootstrap_name = mp
         .as_ref()
         .and_then(|mp| mp.spec.template.spec.bootstrap.data_secret_name.clone());
-    let bootstrap = match bootstrap_name {
-        None => None,
-        // Cached when labeled with its cluster's name, as Cluster API's
-        // bootstrap providers label it; else read live.
-        Some(name) => match watches::get(&stores.bootstrap_secrets, &(), &ns, &name) {
-            Some(s) => Some(s),
-            None => {
-                Api::<Secret>::namespaced(ctx.client.clone(), &ns)
-                    .get_opt(&name)
-                    .await?
-            }
-        },
-    }
-    .map(|s| {
+    let bootstrap = bootstrap_data(ctx, stores, &ns, bootstrap_name.as_deref()).await?;
+    Ok(Deps {
+        mp,
+        cluster,
+        tc,
+        bootstrap,
+    })
+}
+
+/// The bootstrap data Secret `name`: from the cache when labeled with its
+/// cluster's name, as Cluster API's bootstrap providers label it; else
+/// read live.
+pub(super) async fn bootstrap_data(
+    ctx: &Context,
+    stores: &watches::OwnerStores,
+    ns: &str,
+    name: Option<&str>,
+) -> Result<Option<BootstrapSecret>, Error> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let secret = match watches::get(&stores.bootstrap_secrets, &(), ns, name) {
+        Some(s) => Some(s),
+        None => {
+            Api::<Secret>::namespaced(ctx.client.clone(), ns)
+                .get_opt(name)
+                .await?
+        }
+    };
+    Ok(secret.map(|s| {
         let data = s.data.unwrap_or_default();
         BootstrapSecret {
             value: data.get("value").map(|b| b.0.clone()),
@@ -128,13 +137,7 @@ async fn dependencies(ctx: &Context, obj: &TerraformMachinePool) -> Result<Deps,
                 .get("format")
                 .and_then(|b| String::from_utf8(b.0.clone()).ok()),
         }
-    });
-    Ok(Deps {
-        mp,
-        cluster,
-        tc,
-        bootstrap,
-    })
+    }))
 }
 
 /// The pool's settings for the shared stages, from its spec, its
@@ -164,6 +167,7 @@ fn settings(ctx: &Context, obj: &TerraformMachinePool, deps: &Deps) -> PassSetti
             interval: Duration::from_secs(eff.membership_refresh_interval_seconds.max(1) as u64),
         }),
         after_apply_refresh: true,
+        health_interval: None,
         retain: eff.deletion_policy == DeletionPolicy::Retain,
     }
 }

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
 use super::ending::{self, PassEnding};
 use super::exports::{self, Built, ExportsGuard, GuardWrite};
+use super::inputs_applied;
 use super::next_op;
 use super::pass;
 use super::pool::Deps;
@@ -126,8 +127,10 @@ pub fn plan(
         decision,
         ending: PassEnding::Close(requeue),
     };
+    let view = inputs_applied::view(p, read, current.as_ref());
     if current.is_none() && !p.deleting() && !snap.stored.ever_applied {
         // Nothing can run before the dependencies are there.
+        inputs_applied::set(p, &view, None);
         return Ok(close(effects, None, Some(DEPENDENCIES_REQUEUE)));
     }
     next_op::settle_adopted_state(p, read, current.as_ref());
@@ -142,6 +145,7 @@ pub fn plan(
         outputs.provisioned,
         now,
     );
+    inputs_applied::set(p, &view, Some(&decision));
     let (op, remediation) = match decision.action {
         Decided::Start {
             op, remediation, ..

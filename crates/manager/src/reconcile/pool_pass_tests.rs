@@ -141,6 +141,7 @@ fn open_pass(obj: &TerraformMachinePool, deps: &Deps, now: SystemTime) -> OpenPa
             interval: Duration::from_secs(3600),
         }),
         after_apply_refresh: true,
+        health_interval: None,
         retain: false,
     };
     let loaded = Loaded {

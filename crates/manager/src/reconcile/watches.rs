@@ -89,27 +89,28 @@ where
     reflector::reflector(writer, watcher::watcher(api, config).modify(strip::<K>)).default_backoff()
 }
 
-/// What the pool passes read from caches instead of the apiserver: the
-/// owner MachinePools, the Clusters, the TerraformClusters and the
-/// bootstrap data Secrets (labeled with a cluster name, not managed by us).
+/// What the machine and pool passes read from caches instead of the
+/// apiserver: the owners (Machines or MachinePools), the Clusters, the
+/// TerraformClusters and the bootstrap data Secrets (labeled with a cluster
+/// name, not managed by us). Each of the two controllers keeps its own.
 #[derive(Clone)]
-pub struct PoolStores {
-    pub machine_pools: Store<DynamicObject>,
+pub struct OwnerStores {
+    pub owners: Store<DynamicObject>,
     pub clusters: Store<DynamicObject>,
     pub terraform_clusters: Store<TerraformCluster>,
     pub bootstrap_secrets: Store<Secret>,
     listed: std::sync::Arc<tokio::sync::OnceCell<()>>,
 }
 
-impl PoolStores {
+impl OwnerStores {
     pub fn new(
-        machine_pools: Store<DynamicObject>,
+        owners: Store<DynamicObject>,
         clusters: Store<DynamicObject>,
         terraform_clusters: Store<TerraformCluster>,
         bootstrap_secrets: Store<Secret>,
     ) -> Self {
-        PoolStores {
-            machine_pools,
+        OwnerStores {
+            owners,
             clusters,
             terraform_clusters,
             bootstrap_secrets,
@@ -125,7 +126,7 @@ impl PoolStores {
     pub async fn ready(&self) {
         self.listed
             .get_or_init(|| async {
-                let _ = self.machine_pools.wait_until_ready().await;
+                let _ = self.owners.wait_until_ready().await;
                 let _ = self.clusters.wait_until_ready().await;
                 let _ = self.terraform_clusters.wait_until_ready().await;
                 let _ = self.bootstrap_secrets.wait_until_ready().await;
@@ -172,7 +173,7 @@ mod tests {
         let mut clusters = Writer::new(crate::capi::cluster_resource());
         let mut tcs = Writer::<TerraformCluster>::default();
         let mut secrets = Writer::<Secret>::default();
-        let stores = PoolStores::new(
+        let stores = OwnerStores::new(
             mp.as_reader(),
             clusters.as_reader(),
             tcs.as_reader(),

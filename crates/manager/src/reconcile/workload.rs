@@ -4,7 +4,7 @@ use std::fmt::Debug;
 
 use captf_api::common::{WorkspaceSpec, WorkspaceStatus};
 use captf_api::names::finalizers;
-use captf_api::{TerraformCluster, TerraformMachinePool};
+use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -71,6 +71,23 @@ impl Workload for TerraformCluster {
 impl Workload for TerraformMachinePool {
     const KIND: WorkloadKind = WorkloadKind::MachinePool;
     const FINALIZER: &'static str = finalizers::TERRAFORM_MACHINE_POOL;
+    fn workspace(&self) -> &WorkspaceSpec {
+        &self.spec.workspace
+    }
+    fn workspace_status(&self) -> Option<&WorkspaceStatus> {
+        self.status.as_ref().map(|s| &s.workspace)
+    }
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default()
+    }
+}
+
+impl Workload for TerraformMachine {
+    const KIND: WorkloadKind = WorkloadKind::Machine;
+    const FINALIZER: &'static str = finalizers::TERRAFORM_MACHINE;
     fn workspace(&self) -> &WorkspaceSpec {
         &self.spec.workspace
     }

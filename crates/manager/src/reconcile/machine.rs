@@ -1,0 +1,181 @@
+//! The TerraformMachine pass.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use captf_api::common::DeletionPolicy;
+use captf_api::names::{annotations, kinds};
+use captf_api::{TerraformCluster, TerraformMachine, effective};
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use super::common::{self, PassSettings};
+use super::ending;
+use super::machine_pass;
+use super::quiet;
+use super::routing::{self, Dependency, Dependent};
+use super::watches;
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::adapters::gates::BootstrapSecret;
+use crate::adapters::machine as adapter;
+use crate::adapters::pool::terraform_cluster_name;
+use crate::adapters::{capi_owner_ref, cluster_name_label};
+use crate::capi::{self, Cluster, Machine};
+use crate::names::{WorkloadKind, state_suffix};
+
+/// What the machine's dependencies read.
+pub struct Deps {
+    pub machine: Option<Machine>,
+    pub cluster: Option<Cluster>,
+    pub tc: Option<TerraformCluster>,
+    pub bootstrap: Option<BootstrapSecret>,
+}
+
+fn dependent(obj: &TerraformMachine) -> Dependent {
+    Dependent {
+        kind: kinds::TERRAFORM_MACHINE,
+        namespace: obj.namespace().unwrap_or_default(),
+        name: obj.name_any(),
+    }
+}
+
+/// What the pass depends on beyond its owner Machine (which names it): its
+/// own state, the Cluster, the TerraformCluster, the bootstrap data Secret
+/// and the variables sources.
+fn dependencies_of(
+    obj: &TerraformMachine,
+    machine: Option<&Machine>,
+    tc: Option<&str>,
+) -> BTreeSet<Dependency> {
+    let ns = obj.namespace().unwrap_or_default();
+    let mut deps = BTreeSet::from([Dependency::State {
+        namespace: ns.clone(),
+        suffix: state_suffix(WorkloadKind::Machine, &ns, &obj.name_any()),
+    }]);
+    if let Some(name) = cluster_name_label(&obj.metadata) {
+        deps.insert(Dependency::Cluster {
+            namespace: ns.clone(),
+            name: name.to_owned(),
+        });
+    }
+    if let Some(name) = tc {
+        deps.insert(Dependency::TerraformCluster {
+            namespace: ns.clone(),
+            name: name.to_owned(),
+        });
+    }
+    if let Some(name) = machine.and_then(|m| m.spec.bootstrap.data_secret_name.as_deref()) {
+        deps.insert(Dependency::Secret {
+            namespace: ns.clone(),
+            name: name.to_owned(),
+        });
+    }
+    deps.extend(routing::variables_sources(&ns, &obj.spec.workspace));
+    deps
+}
+
+/// Reads the Machine, Cluster, TerraformCluster and bootstrap data from the
+/// controller's caches, recording each as a dependency first. A provisioned
+/// machine never reads its bootstrap data again: its inputs are pinned.
+async fn dependencies(ctx: &Context, obj: &TerraformMachine) -> Result<Deps, Error> {
+    let stores = ctx
+        .machine_stores
+        .get()
+        .expect("the machine controller sets its stores before its first pass");
+    stores.ready().await;
+    let ns = obj.namespace().unwrap_or_default();
+    let machine = capi_owner_ref(&obj.metadata, capi::MACHINE_KIND)
+        .and_then(|r| watches::get(&stores.owners, &capi::machine_resource(), &ns, &r.name))
+        .and_then(|d| Machine::from_dynamic(&d).ok());
+    let cluster = cluster_name_label(&obj.metadata)
+        .and_then(|name| watches::get(&stores.clusters, &capi::cluster_resource(), &ns, name))
+        .and_then(|d| Cluster::from_dynamic(&d).ok());
+    let tc_name = cluster.as_ref().and_then(terraform_cluster_name);
+    ctx.dependents.record(
+        dependent(obj),
+        dependencies_of(obj, machine.as_ref(), tc_name),
+    );
+    let tc = tc_name.and_then(|name| watches::get(&stores.terraform_clusters, &(), &ns, name));
+    let bootstrap_name = machine
+        .as_ref()
+        .filter(|_| !obj.provisioned())
+        .and_then(|m| m.spec.bootstrap.data_secret_name.clone());
+    let bootstrap =
+        super::pool::bootstrap_data(ctx, stores, &ns, bootstrap_name.as_deref()).await?;
+    Ok(Deps {
+        machine,
+        cluster,
+        tc,
+        bootstrap,
+    })
+}
+
+/// The machine's settings for the shared stages: immutable, drift reported
+/// only, a refresh after an apply without a definite reading, and health
+/// refreshes while remediation may annotate its Machine.
+fn settings(
+    ctx: &Context,
+    obj: &TerraformMachine,
+    deps: &Deps,
+) -> (PassSettings, effective::EffectiveMachine) {
+    let eff = effective::machine(
+        &obj.spec,
+        deps.tc.as_ref().map(|t| &t.spec),
+        &ctx.config.defaults,
+    );
+    let health_interval = (eff.remediation.annotate_machine && obj.provisioned())
+        .then(|| Duration::from_secs(eff.remediation.health_check_interval_seconds.max(1) as u64));
+    let settings = PassSettings {
+        owner: adapter::owner(&obj.metadata, deps.machine.as_ref(), deps.cluster.as_ref()),
+        paused: obj.annotations().contains_key(annotations::PAUSED)
+            || deps.cluster.as_ref().is_some_and(Cluster::paused),
+        cluster_name: cluster_name_label(&obj.metadata)
+            .map(str::to_owned)
+            .unwrap_or_default(),
+        jobs: eff.jobs.clone(),
+        drift_interval: eff
+            .drift_interval_seconds
+            .map(|s| Duration::from_secs(s.max(1) as u64)),
+        drift_remediate: false,
+        identity: eff.identity.clone(),
+        mutable: false,
+        membership: None,
+        after_apply_refresh: true,
+        health_interval,
+        retain: eff.deletion_policy == Some(DeletionPolicy::Retain),
+    };
+    (settings, eff)
+}
+
+/// The pass: dependencies from the caches, the shared opening stages, then
+/// the rest as fetch → plan → execute (`machine_pass.rs`).
+pub async fn reconcile(obj: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let obj = &*obj;
+    let ctx = &*ctx;
+    let now = SystemTime::now();
+    let ns = obj.namespace().unwrap_or_default();
+    let deps = dependencies(ctx, obj).await?;
+    let (settings, eff) = settings(ctx, obj, &deps);
+    if let Some(action) = quiet::resync(ctx, obj, settings.identity.as_ref()).await? {
+        return Ok(action);
+    }
+    quiet::unsettle(ctx, obj);
+    ctx.passes
+        .count(kinds::TERRAFORM_MACHINE, &ns, &obj.name_any());
+    let mut pass = match common::open(ctx, obj, &settings, now).await? {
+        common::Opening::Done(action) => return Ok(action),
+        common::Opening::Continue(p) => p,
+    };
+    if pass.active.is_some() {
+        return ending::close_active(ctx, obj, &mut pass, now).await;
+    }
+    let snapshot = machine_pass::fetch(ctx, obj, &mut pass, &deps).await?;
+    let policy = machine_pass::Policy {
+        remediation: eff.remediation,
+        deletion_policy_resolved: eff.deletion_policy.is_some(),
+    };
+    let plan = machine_pass::plan(obj, &mut pass, &deps, &snapshot, &policy, now)?;
+    machine_pass::execute(ctx, obj, &mut pass, plan, now).await
+}

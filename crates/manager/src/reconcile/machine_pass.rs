@@ -1,0 +1,524 @@
+//! The machine's pass once its opening stages ran, as fetch → plan →
+//! execute.
+//!
+//! `fetch` reads what the rest of the pass needs, each object once: the
+//! machine's state and durable inputs records and, until it is provisioned,
+//! its TerraformCluster's state (for the exports) and its variables
+//! sources; a provisioned machine never builds inputs again (they are
+//! pinned in its applied record). `plan` is pure: outputs, health samples
+//! and the remediation request, the first inputs through their gates, the
+//! decision and the start request. `execute` makes the effects in order and
+//! ends the pass.
+
+use std::time::{Duration, SystemTime};
+
+use captf_api::TerraformMachine;
+use captf_api::effective::EffectiveRemediation;
+use captf_api::names::{annotations, conditions, events, reasons};
+use captf_contract::outputs::RoleOutputs;
+use captf_contract::{Role, RoleInputs};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
+use super::ending::{self, PassEnding};
+use super::inputs_applied;
+use super::machine::Deps;
+use super::machine_outputs;
+use super::next_op;
+use super::pass;
+use super::pool_pass::DEPENDENCIES_REQUEUE;
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::adapters::gates::ClusterState;
+use crate::adapters::machine::{self as adapter, GateInput, Remediation};
+use crate::capi;
+use crate::engine::decide::{Action as Decided, ApplyGate, Decision, Op};
+use crate::engine::history::Outcome;
+use crate::engine::job_conditions::ConditionValue;
+use crate::names::{WorkloadKind, state_suffix};
+use crate::state::reader::{StateError, StateSummary};
+
+/// How long a due refresh or drift check without durable inputs waits
+/// before it looks again.
+pub const DURABLE_INPUTS_REQUEUE: Duration = Duration::from_secs(600);
+
+/// How long a deletion whose policy cannot be resolved waits.
+pub const UNRESOLVED_POLICY_REQUEUE: Duration = Duration::from_secs(60);
+
+/// What the pass read after its opening stages.
+pub struct MachineSnapshot {
+    pub stored: Stored,
+    /// The TerraformCluster's state, when the first inputs are built.
+    pub cluster_state: Option<Result<StateSummary, StateError>>,
+    pub sources: VariableSources,
+}
+
+/// The machine's policy beyond the shared settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub remediation: EffectiveRemediation,
+    /// The machine or its TerraformCluster names a deletion policy.
+    pub deletion_policy_resolved: bool,
+}
+
+/// Reads the snapshot: the state and records (reporting `StateReadable`)
+/// and, while the machine still builds its first inputs, the cluster's
+/// state and the variables sources.
+pub async fn fetch(
+    ctx: &Context,
+    obj: &TerraformMachine,
+    p: &mut OpenPass,
+    deps: &Deps,
+) -> Result<MachineSnapshot, Error> {
+    let stored = common::read_stored(ctx, obj, p).await?;
+    let building = !obj.provisioned() && !p.deleting();
+    let ns = obj.namespace().unwrap_or_default();
+    let cluster_state = match (&deps.machine, &deps.cluster, &deps.tc) {
+        (Some(_), Some(c), Some(tc)) if building && c.infrastructure_provisioned() => {
+            let suffix = state_suffix(WorkloadKind::Cluster, &ns, &tc.name_any());
+            Some(crate::io::state::read_state(&ctx.client, &ns, &suffix).await?)
+        }
+        _ => None,
+    };
+    let sources = if building {
+        common::variable_sources(ctx, obj).await?
+    } else {
+        Vec::new()
+    };
+    Ok(MachineSnapshot {
+        stored,
+        cluster_state,
+        sources,
+    })
+}
+
+/// A write the plan asks for, made in this order before the pass ends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MachineEffect {
+    /// `spec.providerID`, written once.
+    PatchSpec(Value),
+    /// The owner Machine's remediation annotations.
+    PatchMachine { name: String, patch: Value },
+    Event {
+        warning: bool,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+    },
+    /// `OutputsValid` turned False for `reason` (a metric).
+    CountOutputsInvalid(&'static str),
+    /// A remediation request or withdrawal (a metric).
+    CountRemediation(&'static str),
+}
+
+/// What the plan made of the snapshot (the status draft is in the pass).
+#[derive(Debug)]
+pub struct MachinePlan {
+    pub effects: Vec<MachineEffect>,
+    pub decision: Option<Decision>,
+    pub ending: PassEnding,
+}
+
+/// What the outputs told the plan.
+struct OutputsRead {
+    provisioned: bool,
+    health_pending: bool,
+    definite: bool,
+}
+
+/// The machine's plan over its snapshot.
+pub fn plan(
+    obj: &TerraformMachine,
+    p: &mut OpenPass,
+    deps: &Deps,
+    snap: &MachineSnapshot,
+    policy: &Policy,
+    now: SystemTime,
+) -> Result<MachinePlan, Error> {
+    let mut effects = Vec::new();
+    let read = &snap.stored.read;
+    let outputs = plan_outputs(obj, p, deps, read, policy, &mut effects);
+    let close = |effects, decision, requeue| MachinePlan {
+        effects,
+        decision,
+        ending: PassEnding::Close(requeue),
+    };
+    if p.deleting() && !policy.deletion_policy_resolved && !p.shared.paused {
+        // An inherited policy is never guessed: neither destroy nor Retain.
+        p.draft.set(
+            conditions::DELETING,
+            &ConditionValue {
+                status: "True",
+                reason: reasons::DELETION_POLICY_UNRESOLVED,
+                message: "no deletionPolicy is set and the TerraformCluster cannot be found; set spec.deletionPolicy".into(),
+            },
+        );
+        return Ok(close(effects, None, Some(UNRESOLVED_POLICY_REQUEUE)));
+    }
+    let current = if outputs.provisioned || p.deleting() {
+        None
+    } else {
+        plan_inputs(obj, p, deps, snap)
+    };
+    let view = inputs_applied::view(p, read, current.as_ref());
+    if current.is_none() && !p.deleting() && !snap.stored.ever_applied && !outputs.provisioned {
+        // Nothing can run before the dependencies are there.
+        inputs_applied::set(p, &view, None);
+        return Ok(close(effects, None, Some(DEPENDENCIES_REQUEUE)));
+    }
+    next_op::settle_adopted_state(p, read, current.as_ref());
+    if outputs.definite {
+        // The apply's own outputs gave a definite reading: no refresh after it.
+        p.shared.after_apply_refresh = false;
+    }
+    let decision = next_op::decide_op(
+        obj,
+        p,
+        read,
+        current.as_ref(),
+        ApplyGate::Open,
+        outputs.health_pending,
+        outputs.provisioned,
+        now,
+    );
+    inputs_applied::set(p, &view, Some(&decision));
+    let (op, remediation) = match decision.action {
+        Decided::Start {
+            op, remediation, ..
+        } => (op, remediation),
+        Decided::DropFinalizer => return Ok(ended(effects, decision, PassEnding::Release)),
+        Decided::Retain => return Ok(ended(effects, decision, PassEnding::Retain)),
+        Decided::Wait => {
+            let requeue = decision.requeue;
+            return Ok(close(effects, Some(decision), requeue));
+        }
+    };
+    if op == Op::Apply && current.is_none() {
+        return Ok(close(effects, Some(decision), Some(DEPENDENCIES_REQUEUE)));
+    }
+    let stored = &snap.stored;
+    let request = next_op::start_request(
+        obj,
+        p,
+        read,
+        op,
+        remediation,
+        current.as_ref(),
+        stored.applied.as_ref(),
+        stored.attempt.as_ref(),
+    );
+    match request {
+        Some(req) => Ok(ended(effects, decision, PassEnding::Start(Box::new(req)))),
+        None => {
+            if matches!(op, Op::Refresh | Op::Drift) {
+                p.draft.set(
+                    conditions::DRIFT_JOB_SUCCEEDED,
+                    &durable_inputs_missing(obj),
+                );
+            }
+            Ok(close(effects, Some(decision), Some(DURABLE_INPUTS_REQUEUE)))
+        }
+    }
+}
+
+fn ended(effects: Vec<MachineEffect>, decision: Decision, ending: PassEnding) -> MachinePlan {
+    MachinePlan {
+        effects,
+        decision: Some(decision),
+        ending,
+    }
+}
+
+/// A refresh or drift check is due but the machine's pinned inputs are
+/// gone, and a machine never renders new ones.
+fn durable_inputs_missing(obj: &TerraformMachine) -> ConditionValue {
+    ConditionValue {
+        status: "Unknown",
+        reason: reasons::DURABLE_INPUTS_MISSING,
+        message: format!(
+            "the durable inputs Secret {} is gone, so no refresh or drift check can run; \
+             roll the Machine to replace it (docs/runbooks.md#durableinputsmissing)",
+            crate::records::applied_record_name(WorkloadKind::Machine, &obj.name_any())
+        ),
+    }
+}
+
+/// The outputs: `OutputsValid`, the set-once provider ID, the status fields,
+/// the provisioned latch, `InfrastructureHealthy` with its samples, and the
+/// Machine's remediation annotations.
+fn plan_outputs(
+    obj: &TerraformMachine,
+    p: &mut OpenPass,
+    deps: &Deps,
+    read: &Result<StateSummary, StateError>,
+    policy: &Policy,
+    effects: &mut Vec<MachineEffect>,
+) -> OutputsRead {
+    let mut out = OutputsRead {
+        provisioned: obj.provisioned(),
+        health_pending: false,
+        definite: false,
+    };
+    let Ok(state) = read else {
+        if !out.provisioned {
+            let v = common::not_yet_healthy(p);
+            p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
+        }
+        set_initialization(p, out.provisioned);
+        return out;
+    };
+    let plan = machine_outputs::plan_outputs(obj, deps.machine.as_ref(), state, out.provisioned);
+    let v = &plan.outputs_valid;
+    let before = obj.condition(conditions::OUTPUTS_VALID);
+    let again = before.is_some_and(|c| c.status == "False" && c.reason == v.reason);
+    if v.status == "False" && !again {
+        effects.push(MachineEffect::CountOutputsInvalid(v.reason));
+    }
+    p.draft.set(conditions::OUTPUTS_VALID, v);
+    if let Some(id) = &plan.set_provider_id {
+        effects.push(MachineEffect::PatchSpec(
+            machine_outputs::provider_id_patch(id),
+        ));
+        effects.push(event(
+            false,
+            events::PROVIDER_ID_SET,
+            format!("spec.providerID set to {id}"),
+        ));
+    }
+    if let Some(w) = &plan.writes {
+        for (key, value) in machine_outputs::status_fields(w) {
+            p.draft.field(key, value);
+        }
+    }
+    out.provisioned = plan.provisioned;
+    out.definite = plan.definite;
+    out.health_pending = plan
+        .health
+        .as_ref()
+        .is_some_and(|h| h.state == captf_contract::health::HealthState::Pending);
+    if plan.newly_provisioned {
+        effects.push(event(
+            false,
+            events::PROVISIONED,
+            "machine provisioned".into(),
+        ));
+    }
+    if out.provisioned {
+        plan_health(obj, p, deps, &plan, policy, effects);
+    } else {
+        common::record_health(p, false, plan.health.as_ref());
+    }
+    set_initialization(p, out.provisioned);
+    out
+}
+
+fn event(warning: bool, reason: &'static str, note: String) -> MachineEffect {
+    MachineEffect::Event {
+        warning,
+        reason,
+        action: "Outputs",
+        note,
+    }
+}
+
+fn set_initialization(p: &mut OpenPass, provisioned: bool) {
+    p.draft
+        .field("initialization", json!({"provisioned": provisioned}));
+    p.draft.field("ready", provisioned);
+}
+
+/// A new health sample: a refresh or drift Job that succeeded since the
+/// last pass, or an apply whose own reading stands in for the refresh
+/// after it.
+fn new_sample(p: &OpenPass, definite: bool) -> bool {
+    p.booked.newly.iter().any(|o| {
+        o.record.outcome == Outcome::Succeeded
+            && match o.record.op {
+                Op::Refresh | Op::Drift => true,
+                Op::Apply => definite,
+                _ => false,
+            }
+    })
+}
+
+/// `InfrastructureHealthy` and `status.unhealthySamples` of a provisioned
+/// machine, moved on by each new sample (and read once when the object has
+/// no reading since provisioning), then the remediation request.
+fn plan_health(
+    obj: &TerraformMachine,
+    p: &mut OpenPass,
+    deps: &Deps,
+    plan: &machine_outputs::OutputsPlan,
+    policy: &Policy,
+    effects: &mut Vec<MachineEffect>,
+) {
+    let before = obj.condition(conditions::INFRASTRUCTURE_HEALTHY);
+    let unread = before.is_none_or(|c| {
+        matches!(
+            c.reason.as_str(),
+            reasons::PROVISIONING | reasons::WAITING_FOR_PROVISIONING
+        )
+    });
+    let previous_count = obj.status.as_ref().and_then(|s| s.unhealthy_samples);
+    if !(unread || plan.newly_provisioned || new_sample(p, plan.definite)) {
+        return;
+    }
+    let sampled = adapter::sample(&adapter::Sample {
+        previous_reason: before.map(|c| c.reason.as_str()),
+        previous_count,
+        provider_id_missing: plan.provider_id_missing,
+        health: plan.health.as_ref(),
+    });
+    p.draft
+        .set(conditions::INFRASTRUCTURE_HEALTHY, &sampled.condition);
+    p.draft.field("unhealthySamples", sampled.unhealthy_samples);
+    let Some(machine) = deps.machine.as_ref().filter(|_| !p.shared.paused) else {
+        return;
+    };
+    let name = machine.metadata.name.clone().unwrap_or_default();
+    match adapter::remediation(
+        &policy.remediation,
+        sampled.condition.reason,
+        sampled.unhealthy_samples,
+        machine,
+    ) {
+        None => {}
+        Some(Remediation::Request { reason, patch }) => {
+            effects.push(MachineEffect::PatchMachine {
+                name: name.clone(),
+                patch,
+            });
+            effects.push(MachineEffect::CountRemediation("requested"));
+            effects.push(MachineEffect::Event {
+                warning: true,
+                reason: events::REMEDIATION_REQUESTED,
+                action: "Remediate",
+                note: format!(
+                    "Machine {name} annotated {}: {reason}",
+                    annotations::REMEDIATE_MACHINE
+                ),
+            });
+        }
+        Some(Remediation::Withdraw { patch }) => {
+            effects.push(MachineEffect::PatchMachine {
+                name: name.clone(),
+                patch,
+            });
+            effects.push(MachineEffect::CountRemediation("withdrawn"));
+            effects.push(MachineEffect::Event {
+                warning: false,
+                reason: events::REMEDIATION_WITHDRAWN,
+                action: "Remediate",
+                note: format!(
+                    "Machine {name}: {} removed, the instance is healthy again",
+                    annotations::REMEDIATE_MACHINE
+                ),
+            });
+        }
+    }
+}
+
+/// The machine's first inputs through the gates (the cluster's exports from
+/// its state, the bootstrap data, the variables); `None` with
+/// `DependenciesReady` saying what is missing.
+fn plan_inputs(
+    obj: &TerraformMachine,
+    p: &mut OpenPass,
+    deps: &Deps,
+    snap: &MachineSnapshot,
+) -> Option<Rendered> {
+    let (Some(machine), Some(cluster)) = (&deps.machine, &deps.cluster) else {
+        return None;
+    };
+    let cluster_outputs = match &snap.cluster_state {
+        Some(Ok(s)) => match pass::decode_outputs(Role::Cluster, s) {
+            RoleOutputs::Cluster(d) if d.verdict.writable() => d
+                .outputs
+                .ok_or("the TerraformCluster's outputs are not valid"),
+            _ => Err("the TerraformCluster's outputs are not valid"),
+        },
+        Some(Err(_)) => Err("the TerraformCluster's state cannot be read"),
+        None => Err("no TerraformCluster state was read"),
+    };
+    let cluster_state = match &cluster_outputs {
+        Ok(o) => ClusterState::Outputs(o),
+        Err(why) => ClusterState::Unreadable(why),
+    };
+    let gated = adapter::gates(&GateInput {
+        cluster,
+        terraform_cluster: deps.tc.as_ref(),
+        cluster_state,
+        machine,
+        bootstrap_secret: deps.bootstrap.as_ref(),
+    });
+    let d = match gated {
+        Ok(d) => d,
+        Err(c) => {
+            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            return None;
+        }
+    };
+    let inline = obj.spec.workspace.variables.as_ref();
+    let vars = match crate::adapters::variables::merge(Role::Machine, inline, &snap.sources) {
+        Ok(vars) => vars,
+        Err(c) => {
+            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            return None;
+        }
+    };
+    let inputs = RoleInputs::Machine(adapter::inputs(&obj.metadata, machine, cluster, &d));
+    match common::render_inputs(&inputs, &vars, &obj.spec.workspace.source.image) {
+        Ok(r) => {
+            p.draft.set(
+                conditions::DEPENDENCIES_READY,
+                &crate::adapters::dependencies_ready(),
+            );
+            Some(r)
+        }
+        Err(c) => {
+            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            None
+        }
+    }
+}
+
+/// Makes the plan's effects in order, then ends the pass as planned.
+pub async fn execute(
+    ctx: &Context,
+    obj: &TerraformMachine,
+    p: &mut OpenPass,
+    plan: MachinePlan,
+    now: SystemTime,
+) -> Result<Action, Error> {
+    for e in &plan.effects {
+        effect(ctx, obj, e).await?;
+    }
+    ending::end_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
+}
+
+async fn effect(ctx: &Context, obj: &TerraformMachine, e: &MachineEffect) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    match e {
+        MachineEffect::PatchSpec(patch) => pass::patch_own(ctx, obj, patch).await?,
+        MachineEffect::PatchMachine { name, patch } => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), &ns, &capi::machine_resource());
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
+        }
+        MachineEffect::Event {
+            warning,
+            reason,
+            action,
+            note,
+        } => pass::event(ctx, obj, *warning, reason, action, note.clone()).await,
+        MachineEffect::CountOutputsInvalid(reason) => ctx
+            .metrics
+            .outputs_invalid(TerraformMachine::KIND.kind(), reason),
+        MachineEffect::CountRemediation(action) => ctx.metrics.remediation_request(action),
+    }
+    Ok(())
+}
