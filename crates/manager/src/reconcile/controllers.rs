@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use captf_api::names::{kinds, labels};
 use captf_api::plan::TerraformPlan;
-use captf_api::{TerraformCluster, TerraformClusterIdentity, TerraformMachinePool};
+use captf_api::{
+    TerraformCluster, TerraformClusterIdentity, TerraformMachine, TerraformMachinePool,
+};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -259,6 +261,7 @@ async fn count_pass<T, E: std::fmt::Display>(
 }
 
 const CLUSTERS: &str = "terraformcluster";
+const MACHINES: &str = "terraformmachine";
 const POOLS: &str = "terraformmachinepool";
 
 fn controller_config(concurrency: u16) -> kube::runtime::controller::Config {
@@ -296,7 +299,7 @@ pub async fn run_clusters(
         |i: &TerraformClusterIdentity| routing::own_object(&i.metadata),
         tally(&ctx, CLUSTERS, "identities"),
     );
-    // A deleted pool may unblock its cluster's deletion.
+    // A deleted machine or pool may unblock its cluster's deletion.
     let pools_gone = watches::filtered(
         watcher::watcher(
             api::<PartialObjectMeta<TerraformMachinePool>>(&ctx),
@@ -307,6 +310,24 @@ pub async fn run_clusters(
         |_| 0,
         tally(&ctx, CLUSTERS, "terraformmachinepools"),
     );
+    let machines_gone = watches::filtered(
+        watcher::watcher(
+            api::<PartialObjectMeta<TerraformMachine>>(&ctx),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+        ChangeFilter::new(routing::deleted_only),
+        |_| 0,
+        tally(&ctx, CLUSTERS, "terraformmachines"),
+    )
+    .map(|r| {
+        r.map(|m| PartialObjectMeta::<TerraformMachinePool> {
+            types: None,
+            metadata: m.metadata,
+            _phantom: Default::default(),
+        })
+    });
+    let dependents_gone = futures::stream::select(pools_gone, machines_gone);
     let by_cluster = store.clone();
     let identity_ctx = ctx.clone();
     let metrics = ctx.metrics.clone();
@@ -340,11 +361,11 @@ pub async fn run_clusters(
             },
             cluster_ar.clone(),
         )
-        .watches_stream(pools_gone, move |pool| {
-            let Some(cluster) = pool.labels().get(labels::CLUSTER_NAME).cloned() else {
+        .watches_stream(dependents_gone, move |gone| {
+            let Some(cluster) = gone.labels().get(labels::CLUSTER_NAME).cloned() else {
                 return Vec::new();
             };
-            let ns = pool.namespace();
+            let ns = gone.namespace();
             let refs = by_cluster
                 .state()
                 .into_iter()
@@ -379,29 +400,62 @@ pub async fn run_clusters(
         .await;
 }
 
-/// Runs the TerraformMachinePool controller until `shutdown` resolves.
-pub async fn run_pools(
+/// A kind Cluster API owns through one object of its own (a Machine or a
+/// MachinePool), whose passes read that owner, the Cluster, the
+/// TerraformCluster and the bootstrap data from the controller's stores.
+struct Owned {
+    controller: &'static str,
+    kind: &'static str,
+    owner: kube::api::ApiResource,
+    /// The name of the owner watch in the watch-event metric.
+    owner_source: &'static str,
+    concurrency: u16,
+}
+
+/// Runs the controller of an owned kind until `shutdown` resolves: its own
+/// events, its Jobs, our Secrets, its variables sources, bootstrap data,
+/// the owners (waking the object their infrastructureRef names), the
+/// Clusters and TerraformClusters (waking their dependents through the
+/// index).
+async fn run_owned<K, F, Fut>(
     ctx: Arc<Context>,
+    owned: Owned,
+    stores: fn(&Context) -> &std::sync::OnceLock<watches::OwnerStores>,
+    reconcile: F,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
-    let (mp_ar, cluster_ar) = (capi::machine_pool_resource(), capi::cluster_resource());
-    let mp_writer = Writer::new(mp_ar.clone());
+) where
+    K: Workload,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    let Owned {
+        controller,
+        kind,
+        owner: owner_ar,
+        owner_source,
+        concurrency,
+    } = owned;
+    let cluster_ar = capi::cluster_resource();
+    let owner_writer = Writer::new(owner_ar.clone());
     let cluster_writer = Writer::new(cluster_ar.clone());
     let tc_writer = Writer::<TerraformCluster>::default();
     let secret_writer = Writer::<Secret>::default();
-    let _ = ctx.pool_stores.set(watches::OwnerStores::new(
-        mp_writer.as_reader(),
+    let _ = stores(&ctx).set(watches::OwnerStores::new(
+        owner_writer.as_reader(),
         cluster_writer.as_reader(),
         tc_writer.as_reader(),
         secret_writer.as_reader(),
     ));
-    let kind = kinds::TERRAFORM_MACHINE_POOL;
-    let (own, store) = own_stream::<TerraformMachinePool>(&ctx, POOLS);
-    let machine_pools = watches::filtered(
-        watches::stored(dyn_api(&ctx, &mp_ar), watcher::Config::default(), mp_writer),
+    let (own, store) = own_stream::<K>(&ctx, controller);
+    let owners_stream = watches::filtered(
+        watches::stored(
+            dyn_api(&ctx, &owner_ar),
+            watcher::Config::default(),
+            owner_writer,
+        ),
         ChangeFilter::new(routing::changed),
         routing::capi_owner_consumed,
-        tally(&ctx, POOLS, "machinepools"),
+        tally(&ctx, controller, owner_source),
     );
     let clusters = watches::filtered(
         watches::stored(
@@ -411,7 +465,7 @@ pub async fn run_pools(
         ),
         ChangeFilter::new(routing::changed),
         routing::capi_owner_consumed,
-        tally(&ctx, POOLS, "clusters"),
+        tally(&ctx, controller, "clusters"),
     );
     let terraform_clusters = watches::filtered(
         watches::stored(
@@ -421,7 +475,7 @@ pub async fn run_pools(
         ),
         ChangeFilter::new(routing::changed),
         routing::terraform_cluster_consumed,
-        tally(&ctx, POOLS, "terraformclusters"),
+        tally(&ctx, controller, "terraformclusters"),
     );
     let bootstrap = watches::filtered(
         watches::stored(
@@ -431,44 +485,39 @@ pub async fn run_pools(
         ),
         ChangeFilter::new(routing::changed),
         |s: &Secret| routing::any_write(&s.metadata),
-        tally(&ctx, POOLS, "bootstrap-secrets"),
+        tally(&ctx, controller, "bootstrap-secrets"),
     );
     let d = ctx.dependents.clone();
     let metrics = ctx.metrics.clone();
     let (d1, d2, d3, d4, d5, d6) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone(), d);
     let [q, q1, q2, q3, q4, q5, q6, q7] = quiet_handles(&ctx);
     Controller::for_stream(own, store)
-        .with_config(controller_config(ctx.config.concurrency.machine_pools))
-        .watches_stream(job_stream(&ctx, POOLS), move |job| {
-            wake(
-                &q,
-                kind,
-                owners::<TerraformMachinePool>(&job.metadata, kind),
-            )
+        .with_config(controller_config(concurrency))
+        .watches_stream(job_stream(&ctx, controller), move |job| {
+            wake(&q, kind, owners::<K>(&job.metadata, kind))
         })
-        .watches_stream(managed_secret_stream(&ctx, POOLS), move |s| {
+        .watches_stream(managed_secret_stream(&ctx, controller), move |s| {
             wake(&q1, kind, managed_secret_owners(&d1, &s, kind))
         })
         .watches_stream(
-            variables_stream::<ConfigMap>(&ctx, POOLS, "configmaps"),
+            variables_stream::<ConfigMap>(&ctx, controller, "configmaps"),
             move |c| wake(&q2, kind, variables_users(&d2, &c.metadata, false, kind)),
         )
         .watches_stream(
-            variables_stream::<Secret>(&ctx, POOLS, "variables-secrets"),
+            variables_stream::<Secret>(&ctx, controller, "variables-secrets"),
             move |s| wake(&q3, kind, variables_users(&d3, &s.metadata, true, kind)),
         )
         .watches_stream(bootstrap, move |s| {
-            // A bootstrap data rotation wakes the pools whose MachinePool
-            // names the Secret.
+            // Bootstrap data wakes the objects whose owner names it.
             wake(&q4, kind, variables_users(&d4, &s.metadata, true, kind))
         })
         .watches_stream_with(
-            machine_pools,
-            move |mp| {
-                let refs = infrastructure_ref::<TerraformMachinePool>(&mp, kind);
+            owners_stream,
+            move |o| {
+                let refs = infrastructure_ref::<K>(&o, kind);
                 wake(&q5, kind, refs.into_iter().collect())
             },
-            mp_ar,
+            owner_ar,
         )
         .watches_stream_with(
             clusters,
@@ -482,7 +531,7 @@ pub async fn run_pools(
             cluster_ar,
         )
         .watches_stream(terraform_clusters, move |tc| {
-            // Only what the pools consume changed (the filter saw to it).
+            // Only what the objects consume changed (the filter saw to it).
             let dep = Dependency::TerraformCluster {
                 namespace: tc.namespace().unwrap_or_default(),
                 name: tc.name_any(),
@@ -490,13 +539,53 @@ pub async fn run_pools(
             wake(&q7, kind, refs(&d6, &dep, kind))
         })
         .graceful_shutdown_on(shutdown)
-        .run(
-            super::pool::reconcile,
-            error_policy::<TerraformMachinePool>,
-            ctx,
-        )
-        .for_each(|res| count_pass(&metrics, POOLS, res))
+        .run(reconcile, error_policy::<K>, ctx)
+        .for_each(|res| count_pass(&metrics, controller, res))
         .await;
+}
+
+/// Runs the TerraformMachinePool controller until `shutdown` resolves.
+pub async fn run_pools(
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let owned = Owned {
+        controller: POOLS,
+        kind: kinds::TERRAFORM_MACHINE_POOL,
+        owner: capi::machine_pool_resource(),
+        owner_source: "machinepools",
+        concurrency: ctx.config.concurrency.machine_pools,
+    };
+    run_owned::<TerraformMachinePool, _, _>(
+        ctx,
+        owned,
+        |c| &c.pool_stores,
+        super::pool::reconcile,
+        shutdown,
+    )
+    .await;
+}
+
+/// Runs the TerraformMachine controller until `shutdown` resolves.
+pub async fn run_machines(
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let owned = Owned {
+        controller: MACHINES,
+        kind: kinds::TERRAFORM_MACHINE,
+        owner: capi::machine_resource(),
+        owner_source: "machines",
+        concurrency: ctx.config.concurrency.machines,
+    };
+    run_owned::<TerraformMachine, _, _>(
+        ctx,
+        owned,
+        |c| &c.machine_stores,
+        super::machine::reconcile,
+        shutdown,
+    )
+    .await;
 }
 
 /// Runs every controller until `stop` turns true.
@@ -507,6 +596,7 @@ pub async fn run_all(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>
     tokio::join!(
         run_identities(ctx.clone(), stopped(stop.clone())),
         run_clusters(ctx.clone(), stopped(stop.clone())),
+        run_machines(ctx.clone(), stopped(stop.clone())),
         run_pools(ctx.clone(), stopped(stop.clone())),
     );
 }
