@@ -117,10 +117,24 @@ pub struct ClusterInitialization {
     pub control_plane_initialized: Option<bool>,
 }
 
+/// The part of a v1beta2 condition read here.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusCondition {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+}
+
+/// The `ControlPlaneInitialized` condition of a Cluster.
+pub const CONTROL_PLANE_INITIALIZED_CONDITION: &str = "ControlPlaneInitialized";
+
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<ClusterInitialization>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<StatusCondition>>,
 }
 
 /// A Cluster API `Cluster` (subset).
@@ -145,13 +159,25 @@ impl Cluster {
         self.spec.paused == Some(true)
     }
 
-    /// `status.initialization.controlPlaneInitialized` (unset reads false).
+    /// `status.initialization.controlPlaneInitialized`, or the
+    /// `ControlPlaneInitialized` condition True: Cluster API sets only the
+    /// condition for a control plane of stand-alone Machines (no control
+    /// plane provider), once the first of them has a node.
     pub fn control_plane_initialized(&self) -> bool {
-        self.status
+        let Some(status) = self.status.as_ref() else {
+            return false;
+        };
+        let field = status
+            .initialization
             .as_ref()
-            .and_then(|s| s.initialization.as_ref())
             .and_then(|i| i.control_plane_initialized)
-            == Some(true)
+            == Some(true);
+        field
+            || status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == CONTROL_PLANE_INITIALIZED_CONDITION && c.status == "True")
     }
 
     /// `status.initialization.infrastructureProvisioned` (unset reads false).
@@ -304,6 +330,7 @@ fn from_dynamic<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// A Cluster that passes the v1beta2 schema (the apiserver test below
     /// creates it), with every field the adapters read.
@@ -492,6 +519,40 @@ spec:
             } else {
                 check_machine_pool(&MachinePool::from_dynamic(&created).unwrap());
             }
+        }
+    }
+
+    #[test]
+    fn the_control_plane_is_initialized_by_field_or_by_condition() {
+        let cluster = |status: serde_json::Value| -> Cluster {
+            serde_json::from_value(json!({"metadata": {"name": "prod"}, "status": status})).unwrap()
+        };
+        let cases = [
+            ("no status", json!(null), false),
+            (
+                "a provider set the field",
+                json!({"initialization": {"controlPlaneInitialized": true}}),
+                true,
+            ),
+            (
+                "stand-alone control-plane Machines: the condition only",
+                json!({"conditions": [{"type": "ControlPlaneInitialized", "status": "True"}]}),
+                true,
+            ),
+            (
+                "not yet",
+                json!({"initialization": {"controlPlaneInitialized": false},
+                       "conditions": [{"type": "ControlPlaneInitialized", "status": "False"}]}),
+                false,
+            ),
+            (
+                "another condition",
+                json!({"conditions": [{"type": "InfrastructureReady", "status": "True"}]}),
+                false,
+            ),
+        ];
+        for (what, status, want) in cases {
+            assert_eq!(cluster(status).control_plane_initialized(), want, "{what}");
         }
     }
 }

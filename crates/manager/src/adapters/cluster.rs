@@ -599,6 +599,7 @@ mod tests {
                 control_plane_initialized: Some(true),
                 ..Default::default()
             }),
+            ..Default::default()
         });
         let full = inputs(&t, &c, false);
         assert_eq!(full.common.captf_tags.template, "prod-template");

@@ -241,7 +241,7 @@ fn durable_inputs_missing(obj: &TerraformMachine) -> ConditionValue {
         message: format!(
             "the durable inputs Secret {} is gone, so no refresh or drift check can run; \
              roll the Machine to replace it (docs/runbooks.md#durableinputsmissing)",
-            crate::records::applied_record_name(WorkloadKind::Machine, &obj.name_any())
+            crate::records::attempt_record_name(WorkloadKind::Machine, &obj.name_any())
         ),
     }
 }

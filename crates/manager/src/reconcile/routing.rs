@@ -72,10 +72,21 @@ pub fn terraform_cluster_consumed(tc: &TerraformCluster) -> Fingerprint {
 /// of its status (the control plane being initialized feeds the cluster
 /// inputs); the rest of its status is Cluster API's own bookkeeping.
 pub fn capi_owner_consumed(o: &DynamicObject) -> Fingerprint {
+    // A control plane of stand-alone Machines is initialized by condition
+    // only; the other conditions churn without concerning anyone here.
+    let initialized = o
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == crate::capi::CONTROL_PLANE_INITIALIZED_CONDITION)
+        .map(|c| c["status"].clone());
     digest(&json!({
         "meta": acted_on_metadata(&o.metadata),
         "spec": o.data.get("spec"),
         "initialization": o.data.pointer("/status/initialization"),
+        "controlPlaneInitialized": initialized,
     }))
 }
 
