@@ -384,13 +384,6 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
         120,
         || async {
             let jobs = jobs_by_owner(&ns).await;
-            match dynamic(&ns, &capi::cluster_resource()).get("prod").await {
-                Ok(c) => eprintln!(
-                    "cluster: {} jobs: {jobs:?}",
-                    c.data["status"]["initialization"]
-                ),
-                Err(e) => eprintln!("cluster: {e} jobs: {jobs:?}"),
-            }
             (jobs.get("TerraformCluster/prod")? == &["apply", "apply"]).then_some(())
         },
     )

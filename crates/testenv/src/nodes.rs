@@ -92,10 +92,20 @@ async fn register(nodes: &Api<Node>, provider_id: &str) -> Result<(), kube::Erro
         Err(e) => return Err(e),
     }
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    // What a healthy kubelet reports: Ready, and no pressure (Cluster API's
+    // NodeHealthy, and so a Machine's availability, reads all four).
+    let condition = |type_: &str, status: &str, reason: &str| {
+        json!({"type": type_, "status": status, "reason": reason,
+               "message": "reported by the test node agent",
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
     let status = json!({"status": {
-        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                        "message": "registered by the test node agent",
-                        "lastHeartbeatTime": now, "lastTransitionTime": now}],
+        "conditions": [
+            condition("Ready", "True", "KubeletReady"),
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+        ],
         "addresses": [{"type": "Hostname", "address": name}],
     }});
     nodes
