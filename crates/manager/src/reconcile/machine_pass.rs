@@ -213,11 +213,23 @@ pub fn plan(
     match request {
         Some(req) => Ok(ended(effects, decision, PassEnding::Start(Box::new(req)))),
         None => {
-            if matches!(op, Op::Refresh | Op::Drift) {
-                p.draft.set(
-                    conditions::DRIFT_JOB_SUCCEEDED,
-                    &durable_inputs_missing(obj),
-                );
+            match op {
+                Op::Refresh | Op::Drift => {
+                    p.draft.set(
+                        conditions::DRIFT_JOB_SUCCEEDED,
+                        &durable_inputs_missing(obj),
+                    );
+                }
+                // Never invent inputs: a destroy renders what was applied.
+                Op::Destroy => p.draft.set(
+                    conditions::DELETING,
+                    &ConditionValue {
+                        status: "True",
+                        reason: reasons::DELETING,
+                        message: durable_inputs_missing(obj).message,
+                    },
+                ),
+                _ => {}
             }
             Ok(close(effects, Some(decision), Some(DURABLE_INPUTS_REQUEUE)))
         }
