@@ -19,10 +19,16 @@ fn is(object: &Value, group: &str, kind: &str) -> bool {
 }
 
 /// The infrastructure objects the demo waits for: `(kind, name)` of every
-/// TerraformCluster and TerraformMachinePool, clusters first.
+/// TerraformCluster, TerraformMachinePool and TerraformMachine, clusters
+/// first. (A MachineDeployment's machines are named by Cluster API; the
+/// demo waits for them through their Machines.)
 pub fn infrastructure(objects: &[Value]) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    for kind in [kinds::TERRAFORM_CLUSTER, kinds::TERRAFORM_MACHINE_POOL] {
+    for kind in [
+        kinds::TERRAFORM_CLUSTER,
+        kinds::TERRAFORM_MACHINE_POOL,
+        kinds::TERRAFORM_MACHINE,
+    ] {
         for o in objects.iter().filter(|o| is(o, captf_api::GROUP, kind)) {
             out.push((
                 kind,
@@ -98,6 +104,24 @@ pub fn matched(machine_pool: &Value) -> bool {
     wanted == Some(refs) && ready == refs && text(machine_pool, "/status/phase") == Some("Running")
 }
 
+/// Whether Cluster API has matched a Machine to its Node: a provider ID
+/// copied from its infrastructure, a node reference, phase Running.
+pub fn machine_matched(machine: &Value) -> bool {
+    text(machine, "/spec/providerID").is_some()
+        && text(machine, "/status/nodeRef/name").is_some()
+        && text(machine, "/status/phase") == Some("Running")
+}
+
+/// Whether a MachineDeployment has every wanted replica ready.
+pub fn deployment_ready(deployment: &Value) -> bool {
+    let wanted = deployment.pointer("/spec/replicas").and_then(Value::as_i64);
+    let ready = deployment
+        .pointer("/status/readyReplicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    wanted == Some(ready)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +136,8 @@ mod tests {
                    "metadata": {"name": "tc", "namespace": "d", "uid": "u2"}}),
             json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
                    "metadata": {"name": "tmp", "namespace": "d", "uid": "u4"}}),
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachine",
+                   "metadata": {"name": "tm", "namespace": "d", "uid": "u5"}}),
         ]
     }
 
@@ -121,7 +147,8 @@ mod tests {
             infrastructure(&objects()),
             [
                 ("TerraformCluster", "tc".to_owned()),
-                ("TerraformMachinePool", "tmp".to_owned())
+                ("TerraformMachinePool", "tmp".to_owned()),
+                ("TerraformMachine", "tm".to_owned()),
             ]
         );
         assert_eq!(
@@ -184,5 +211,23 @@ mod tests {
         assert!(matched(&empty));
         empty["spec"]["replicas"] = json!(1);
         assert!(!matched(&empty));
+    }
+
+    #[test]
+    fn machines_and_deployments_are_matched_and_ready() {
+        let m = json!({"spec": {"providerID": "noop:///d/m"},
+                       "status": {"nodeRef": {"name": "n"}, "phase": "Running"}});
+        assert!(machine_matched(&m));
+        let mut no_node = m.clone();
+        no_node["status"].as_object_mut().unwrap().remove("nodeRef");
+        assert!(!machine_matched(&no_node));
+        let mut provisioning = m.clone();
+        provisioning["status"]["phase"] = json!("Provisioned");
+        assert!(!machine_matched(&provisioning));
+        let md = json!({"spec": {"replicas": 2}, "status": {"readyReplicas": 2}});
+        assert!(deployment_ready(&md));
+        let mut short = md.clone();
+        short["status"]["readyReplicas"] = json!(1);
+        assert!(!deployment_ready(&short));
     }
 }

@@ -89,8 +89,23 @@ mod tests {
                 "TerraformCluster",
                 "Secret",
                 "MachinePool",
-                "TerraformMachinePool"
+                "TerraformMachinePool",
+                "Secret",
+                "TerraformMachine",
+                "Machine",
+                "TerraformMachineTemplate",
+                "MachineDeployment",
             ]
+        );
+        let md = &objs[11];
+        assert_eq!(md["spec"]["replicas"], 2);
+        assert_eq!(
+            md["spec"]["template"]["spec"]["infrastructureRef"]["name"],
+            objs[10]["metadata"]["name"]
+        );
+        assert_eq!(
+            objs[9]["metadata"]["labels"]["cluster.x-k8s.io/control-plane"],
+            ""
         );
         let pool = &objs[5];
         assert_eq!(pool["apiVersion"], "cluster.x-k8s.io/v1beta2");

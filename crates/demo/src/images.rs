@@ -17,10 +17,14 @@ pub struct ModuleImage {
     pub role: &'static str,
 }
 
-pub const MODULE_IMAGES: [ModuleImage; 2] = [
+pub const MODULE_IMAGES: [ModuleImage; 3] = [
     ModuleImage {
         reference: "local.demo/noop-cluster:dev",
         role: "cluster",
+    },
+    ModuleImage {
+        reference: "local.demo/noop-machine:dev",
+        role: "machine",
     },
     ModuleImage {
         reference: "local.demo/noop-machinepool:dev",
@@ -151,7 +155,7 @@ mod tests {
         std::fs::write(bin.join("runner"), "runner").unwrap();
         std::fs::write(bin.join("tofu"), "tofu").unwrap();
         let modules = tmp.path().join("modules");
-        for role in ["cluster", "machinepool"] {
+        for role in ["cluster", "machine", "machinepool"] {
             std::fs::create_dir_all(modules.join(role).join(".terraform")).unwrap();
             std::fs::write(modules.join(role).join("main.tf"), role).unwrap();
         }
@@ -163,6 +167,7 @@ mod tests {
             [
                 MANAGER_IMAGE,
                 "local.demo/noop-cluster:dev",
+                "local.demo/noop-machine:dev",
                 "local.demo/noop-machinepool:dev"
             ]
         );
@@ -171,7 +176,7 @@ mod tests {
             std::fs::read_to_string(manager.join("runner")).unwrap(),
             "runner"
         );
-        let pool = &images[2].1.root;
+        let pool = &images[3].1.root;
         assert_eq!(
             std::fs::read_to_string(pool.join("captf/module/main.tf")).unwrap(),
             "machinepool"
@@ -188,17 +193,18 @@ mod tests {
                 .iter()
                 .all(|d| d.len() == 71 && d.starts_with("sha256:"))
         );
-        assert_ne!(digests[1], digests[2]);
+        assert_ne!(digests[1], digests[3]);
+        assert_ne!(digests[2], digests[3]);
         assert_eq!(
-            references(refs[2], &images[2].1),
+            references(refs[3], &images[3].1),
             [
                 "local.demo/noop-machinepool:dev".to_owned(),
-                format!("local.demo/noop-machinepool@{}", digests[2])
+                format!("local.demo/noop-machinepool@{}", digests[3])
             ]
         );
         // Stable while nothing changes; a module edit changes it.
-        assert_eq!(folder_digest(refs[2], pool).unwrap(), digests[2]);
+        assert_eq!(folder_digest(refs[3], pool).unwrap(), digests[3]);
         std::fs::write(pool.join("captf/module/main.tf"), "edited").unwrap();
-        assert_ne!(folder_digest(refs[2], pool).unwrap(), digests[2]);
+        assert_ne!(folder_digest(refs[3], pool).unwrap(), digests[3]);
     }
 }

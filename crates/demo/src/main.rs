@@ -378,11 +378,19 @@ async fn wait_matched(
     start: Instant,
 ) -> Result<(), Stop> {
     let pools = kube_io::resolve(client, "cluster.x-k8s.io/v1beta2", "MachinePool").await?;
+    let machines = kube_io::resolve(client, "cluster.x-k8s.io/v1beta2", "Machine").await?;
+    let deployments =
+        kube_io::resolve(client, "cluster.x-k8s.io/v1beta2", "MachineDeployment").await?;
     let deadline = Instant::now() + MATCH_TIMEOUT;
     loop {
         check_manager(running)?;
         let listed = kube_io::list(client, &pools, namespace, "").await?;
-        if listed.iter().all(capi::matched) {
+        let listed_machines = kube_io::list(client, &machines, namespace, "").await?;
+        let listed_deployments = kube_io::list(client, &deployments, namespace, "").await?;
+        if listed.iter().all(capi::matched)
+            && listed_machines.iter().all(capi::machine_matched)
+            && listed_deployments.iter().all(capi::deployment_ready)
+        {
             for mp in &listed {
                 say(
                     start,
@@ -393,11 +401,18 @@ async fn wait_matched(
                     ),
                 );
             }
+            say(
+                start,
+                &format!(
+                    "Cluster API matched {} Machines to their Nodes",
+                    listed_machines.len()
+                ),
+            );
             return Ok(());
         }
         if Instant::now() > deadline {
             return Err(Stop::Failed(format!(
-                "Cluster API did not match the MachinePools to Nodes within {}s",
+                "Cluster API did not match the MachinePools and Machines to Nodes within {}s",
                 MATCH_TIMEOUT.as_secs()
             )));
         }
@@ -543,9 +558,12 @@ async fn print_tables(
         print!("{}", table::render(&t, namespace, false)?);
     }
     let pools = kube_io::resolve(client, "cluster.x-k8s.io/v1beta2", "MachinePool").await?;
-    let t = kube_io::table(client, &pools, namespace).await?;
-    println!("\n$ kubectl get machinepools -n {namespace}");
-    print!("{}", table::render(&t, namespace, false)?);
+    for kind in ["MachineDeployment", "Machine", "MachinePool"] {
+        let k = kube_io::resolve(client, "cluster.x-k8s.io/v1beta2", kind).await?;
+        let t = kube_io::table(client, &k, namespace).await?;
+        println!("\n$ kubectl get {} -n {namespace}", k.resource.plural);
+        print!("{}", table::render(&t, namespace, false)?);
+    }
     let nodes: Vec<Value> = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
         .list(&Default::default())
         .await

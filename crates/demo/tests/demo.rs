@@ -145,6 +145,40 @@ fn the_demo_converges_and_prints_ready_infrastructure() {
         matched, ids,
         "each member has the Node Cluster API matched:\n{stdout}"
     );
+
+    // The control-plane machine and the MachineDeployment's two workers:
+    // provisioned with provider IDs, each Machine matched to its Node.
+    let cell = |resource: &str, name: &str, col: &str| -> String {
+        let r = row(&stdout, resource, name)
+            .unwrap_or_else(|| panic!("no {resource} row {name} in:\n{stdout}"));
+        r.iter()
+            .find(|(h, _)| h == col)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no {col} column in {r:?}"))
+    };
+    assert_eq!(
+        cell("terraformmachines", "demo-cp-0", "READY"),
+        "True",
+        "{stdout}"
+    );
+    assert_eq!(
+        cell("terraformmachines", "demo-cp-0", "PROVIDERID"),
+        "noop:///captf-demo/demo-cp-0"
+    );
+    assert_eq!(
+        cell("machines", "demo-cp-0", "PHASE"),
+        "Running",
+        "{stdout}"
+    );
+    assert_eq!(
+        cell("machinedeployments", "demo-md", "READY"),
+        "2",
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Cluster API matched 3 Machines to their Nodes"),
+        "{stdout}"
+    );
 }
 
 #[test]
