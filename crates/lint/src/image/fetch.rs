@@ -202,6 +202,12 @@ impl Registry {
             .http_status_as_error(false)
             .build()
             .into();
+        Registry::with_agent(reference, insecure, agent)
+    }
+
+    /// A registry reached through `agent` (which must not treat HTTP
+    /// statuses as errors).
+    pub fn with_agent(reference: Reference, insecure: bool, agent: ureq::Agent) -> Self {
         let scheme = if insecure { "http" } else { "https" };
         let credentials = super::auth::credentials(&reference.host);
         Registry {

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod checks;
 pub mod fetch;
 pub mod fs;
+pub mod inspect;
 pub mod labels;
 pub mod reference;
 
