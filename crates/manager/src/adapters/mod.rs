@@ -3,6 +3,7 @@
 //! how decoded outputs map onto what gets written. Pure over plain data; the
 //! reconcilers fetch the objects and write the results.
 
+pub mod capacity;
 pub mod cluster;
 pub mod exports_guard;
 pub mod gates;
