@@ -108,6 +108,33 @@ struct Flags {
     /// Requests to the apiserver in a burst above the sustained rate.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     kube_api_burst: u32,
+    /// Let machine-template image inspection dial loopback, link-local,
+    /// private, unique-local and CGNAT addresses.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    image_inspect_allow_private_registries: bool,
+    /// Registries (`host[:port]`) machine-template images may be inspected
+    /// on; empty allows every registry passing the address check.
+    #[arg(long, value_delimiter = ',', value_parser = registry_host)]
+    image_inspect_allowed_registries: Vec<String>,
+}
+
+/// A `host[:port]` entry of `--image-inspect-allowed-registries`.
+fn registry_host(s: &str) -> Result<String, String> {
+    let (host, port) = match s.rsplit_once(':') {
+        Some((h, _)) if !h.ends_with(']') && h.contains(':') => (s, None),
+        Some((h, p)) => (h, Some(p)),
+        None => (s, None),
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-[]:".contains(c));
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0));
+    if host_ok && port_ok && !s.contains('/') {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("{s:?} is not a registry host[:port]"))
+    }
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {
@@ -182,6 +209,14 @@ impl Flags {
             ),
             ("kube-api-qps", self.kube_api_qps.to_string()),
             ("kube-api-burst", self.kube_api_burst.to_string()),
+            (
+                "image-inspect-allow-private-registries",
+                self.image_inspect_allow_private_registries.to_string(),
+            ),
+            (
+                "image-inspect-allowed-registries",
+                self.image_inspect_allowed_registries.join(","),
+            ),
         ]
     }
 
@@ -307,6 +342,10 @@ async fn run(flags: Flags) -> Result<(), String> {
     config.runner_events = flags.runner_events;
     config.defaults.drift_interval_seconds =
         i32::try_from(flags.drift_default_interval.as_secs()).unwrap_or(i32::MAX);
+    config.image_inspect = captf_lint::image::inspect::Policy {
+        allow_private: flags.image_inspect_allow_private_registries,
+        allowed_registries: flags.image_inspect_allowed_registries.clone(),
+    };
     let ctx = Arc::new(Context::with_metrics(client.clone(), config, metrics));
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -597,6 +597,7 @@ pub async fn run_all(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>
         run_identities(ctx.clone(), stopped(stop.clone())),
         run_clusters(ctx.clone(), stopped(stop.clone())),
         run_machines(ctx.clone(), stopped(stop.clone())),
+        super::machine_template::run(ctx.clone(), stopped(stop.clone())),
         run_pools(ctx.clone(), stopped(stop.clone())),
     );
 }

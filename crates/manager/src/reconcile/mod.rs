@@ -17,6 +17,7 @@ pub mod job_start;
 pub mod machine;
 pub mod machine_outputs;
 pub mod machine_pass;
+pub mod machine_template;
 #[cfg(test)]
 pub mod mock_api;
 pub mod next_op;
@@ -52,6 +53,10 @@ pub struct Config {
     pub namespace: Option<String>,
     /// Passes run at once per kind (`--<kind>-concurrency`).
     pub concurrency: Concurrency,
+    /// Which registries machine-template images may be inspected on
+    /// (`--image-inspect-allow-private-registries`,
+    /// `--image-inspect-allowed-registries`).
+    pub image_inspect: captf_lint::image::inspect::Policy,
 }
 
 /// How many passes of each kind run at once (0 is never configured: the
@@ -86,6 +91,7 @@ impl Config {
             sync_period: Duration::from_secs(600),
             namespace: None,
             concurrency: Concurrency::default(),
+            image_inspect: Default::default(),
         }
     }
 }
@@ -117,6 +123,8 @@ pub struct Context {
     pub passes: PassCounter,
     /// Resyncs that a quiet pass answered, per object.
     pub quiet_passes: PassCounter,
+    /// Failed image inspections of machine templates, for their backoff.
+    pub inspections: machine_template::Inspections,
 }
 
 /// The resourceVersion a pass's own last write to its object returned,
@@ -199,6 +207,7 @@ impl Context {
             written: Written::default(),
             passes: PassCounter::default(),
             quiet_passes: PassCounter::default(),
+            inspections: Default::default(),
         }
     }
 }

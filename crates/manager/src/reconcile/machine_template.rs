@@ -1,0 +1,222 @@
+//! The TerraformMachineTemplate pass: its scale-from-zero status, resolved
+//! once per image reference (and per `spec.capacity`) by inspecting the
+//! image's labels through the registry API, with a backoff of 30 s doubling
+//! to 10 min after a failed read. A template whose status is current costs
+//! nothing: no read, no write.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use captf_api::names::conditions;
+use captf_api::templates::TerraformMachineTemplate;
+use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::status::Draft;
+use super::{Context, ERROR_REQUEUE, Error};
+use crate::adapters::capacity::{self, TemplateView};
+
+/// First and longest wait after a failed inspection.
+pub const INSPECT_RETRY_FIRST: Duration = Duration::from_secs(30);
+pub const INSPECT_RETRY_MAX: Duration = Duration::from_secs(600);
+
+/// The wait after `failures` failed inspections in a row.
+pub fn retry_delay(failures: u32) -> Duration {
+    let doubled = INSPECT_RETRY_FIRST.saturating_mul(1 << failures.saturating_sub(1).min(10));
+    doubled.min(INSPECT_RETRY_MAX)
+}
+
+/// Failed inspections per template, keyed by UID, with what was inspected
+/// (a changed image or capacity starts over).
+#[derive(Debug, Clone, Default)]
+pub struct Inspections(Arc<Mutex<HashMap<String, Failed>>>);
+
+#[derive(Debug, Clone)]
+struct Failed {
+    what: String,
+    failures: u32,
+    retry_at: Instant,
+}
+
+impl Inspections {
+    /// How long the inspection of `what` must still wait, if it failed.
+    fn wait(&self, uid: &str, what: &str, now: Instant) -> Option<Duration> {
+        let map = self.0.lock().expect("the inspection backoff");
+        let f = map.get(uid).filter(|f| f.what == what)?;
+        f.retry_at.checked_duration_since(now)
+    }
+
+    fn failed(&self, uid: &str, what: &str, now: Instant) -> Duration {
+        let mut map = self.0.lock().expect("the inspection backoff");
+        let failures = map
+            .get(uid)
+            .filter(|f| f.what == what)
+            .map_or(1, |f| f.failures + 1);
+        let delay = retry_delay(failures);
+        map.insert(
+            uid.to_owned(),
+            Failed {
+                what: what.to_owned(),
+                failures,
+                retry_at: now + delay,
+            },
+        );
+        delay
+    }
+
+    /// Refused by the policy: not tried again for the same image and
+    /// capacity.
+    fn refused(&self, uid: &str, what: &str, now: Instant) {
+        self.0.lock().expect("the inspection backoff").insert(
+            uid.to_owned(),
+            Failed {
+                what: what.to_owned(),
+                failures: 0,
+                retry_at: now + Duration::from_secs(100 * 365 * 24 * 3600),
+            },
+        );
+    }
+
+    fn succeeded(&self, uid: &str) {
+        self.0.lock().expect("the inspection backoff").remove(uid);
+    }
+}
+
+/// The manager's architecture as images name it.
+fn architecture() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}
+
+fn view(t: &TerraformMachineTemplate) -> TemplateView<'_> {
+    TemplateView {
+        image: &t.spec.template.spec.workspace.source.image,
+        spec_capacity: t.spec.capacity.as_ref(),
+        variables: t.spec.template.spec.workspace.variables.as_ref(),
+        status: t.status.as_ref(),
+    }
+}
+
+/// The pass: nothing while the status is current; else inspect (off the
+/// async workers: the registry client blocks), resolve, write the status.
+pub async fn reconcile(
+    obj: Arc<TerraformMachineTemplate>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    let v = view(&obj);
+    if !capacity::due(&v) {
+        return Ok(Action::await_change());
+    }
+    let uid = obj.uid().unwrap_or_default();
+    let what = serde_json::to_string(&json!([v.image, v.spec_capacity])).unwrap_or_default();
+    if let Some(wait) = ctx.inspections.wait(&uid, &what, Instant::now()) {
+        return Ok(Action::requeue(wait.min(INSPECT_RETRY_MAX)));
+    }
+    let (image, policy) = (v.image.to_owned(), ctx.config.image_inspect.clone());
+    let inspection = tokio::task::spawn_blocking(move || {
+        captf_lint::image::inspect::labels(&image, architecture(), &policy)
+    })
+    .await
+    .map_err(|e| Error::Invalid(format!("image inspection: {e}")))?;
+    if let Err(e) = &inspection {
+        tracing::info!(template = %obj.name_any(), namespace = ?obj.namespace(), error = %e, "image not inspected");
+    }
+    let r = capacity::resolve(&v, &inspection);
+    let current = obj
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let mut draft = Draft::new(
+        &current,
+        obj.meta().generation.unwrap_or(0),
+        SystemTime::now(),
+    );
+    draft.set(conditions::CAPACITY_RESOLVED, &r.capacity_resolved);
+    draft.set(conditions::VARIABLES_VALID, &r.variables_valid);
+    draft.field("capacity", &r.capacity);
+    draft.field("nodeInfo", &r.node_info);
+    draft.field("capacitySource", &r.capacity_source);
+    // The template's status has no observedGeneration.
+    let mut patch = draft.patch();
+    if let Some(s) = patch["status"].as_object_mut() {
+        s.remove("observedGeneration");
+    }
+    let api: Api<TerraformMachineTemplate> =
+        Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    let now = Instant::now();
+    match (&inspection, r.retry) {
+        (Err(_), true) => Ok(Action::requeue(ctx.inspections.failed(&uid, &what, now))),
+        (Err(_), false) => {
+            // A refusal of the policy holds until the image or capacity
+            // changes (or the manager restarts with other flags).
+            ctx.inspections.refused(&uid, &what, now);
+            Ok(Action::await_change())
+        }
+        (Ok(_), _) => {
+            ctx.inspections.succeeded(&uid);
+            Ok(Action::await_change())
+        }
+    }
+}
+
+fn error_policy(obj: Arc<TerraformMachineTemplate>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(template = %obj.name_any(), namespace = ?obj.namespace(), error = %err, "template reconcile failed; retrying");
+    Action::requeue(ERROR_REQUEUE)
+}
+
+/// Runs the TerraformMachineTemplate controller until `shutdown` resolves.
+/// It watches only the templates: their status depends on nothing else
+/// the cluster holds.
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<TerraformMachineTemplate> = match &ctx.config.namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let config = kube::runtime::controller::Config::default()
+        .concurrency(ctx.config.concurrency.machine_templates);
+    Controller::new(api, watcher::Config::default())
+        .with_config(config)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_inspections_back_off_from_30s_to_10m() {
+        let delays: Vec<u64> = (1..=7).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(delays, [30, 60, 120, 240, 480, 600, 600]);
+        let i = Inspections::default();
+        let now = Instant::now();
+        assert_eq!(i.failed("u", "a", now), Duration::from_secs(30));
+        assert_eq!(i.failed("u", "a", now), Duration::from_secs(60));
+        assert!(i.wait("u", "a", now).is_some());
+        assert!(i.wait("u", "b", now).is_none(), "another image starts over");
+        assert_eq!(i.failed("u", "b", now), Duration::from_secs(30));
+        i.succeeded("u");
+        assert!(i.wait("u", "b", now).is_none());
+    }
+}
