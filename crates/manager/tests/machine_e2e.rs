@@ -396,6 +396,35 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
         .collect();
     assert_eq!(machine_jobs, vec![&vec!["apply".to_owned()]; 3], "{jobs:?}");
 
+    // The machines' inputs are pinned at their first apply: a change of the
+    // cluster's exports re-applies the cluster only.
+    ns.api::<TerraformCluster>()
+        .patch(
+            "prod",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"variables": {"noop_exports_extra": {"zone": "b"}}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the cluster exports zone b", 120, || async {
+        let tc = ns.api::<TerraformCluster>().get("prod").await.ok()?;
+        let exports = tc.status?.exports?;
+        (exports["zone"] == json!("b")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let after = jobs_by_owner(&ns).await;
+    assert_eq!(
+        after.get("TerraformCluster/prod").map(Vec::len),
+        Some(3),
+        "{after:?}"
+    );
+    for (owner, ops) in &after {
+        if owner.starts_with("TerraformMachine/") {
+            assert_eq!(ops, &["apply"], "{owner} applied once: {after:?}");
+        }
+    }
+
     // Immutable infrastructure: the spec's message.
     let tms = ns.api::<TerraformMachine>();
     let err = tms
