@@ -27,7 +27,7 @@ use super::ending::{self, PassEnding};
 use super::inputs_applied;
 use super::machine::Deps;
 use super::machine_outputs;
-use super::next_op;
+use super::next_op::{self, DecidedEnding};
 use super::pass;
 use super::pool_pass::DEPENDENCIES_REQUEUE;
 use super::workload::Workload;
@@ -35,7 +35,7 @@ use super::{Context, Error};
 use crate::adapters::gates::ClusterState;
 use crate::adapters::machine::{self as adapter, GateInput, Remediation};
 use crate::capi;
-use crate::engine::decide::{Action as Decided, ApplyGate, Decision, Op};
+use crate::engine::decide::{ApplyGate, Decision, Op};
 use crate::engine::history::Outcome;
 use crate::engine::job_conditions::ConditionValue;
 use crate::names::{WorkloadKind, state_suffix};
@@ -185,54 +185,47 @@ pub fn plan(
         now,
     );
     inputs_applied::set(p, &view, Some(&decision));
-    let (op, remediation) = match decision.action {
-        Decided::Start {
-            op, remediation, ..
-        } => (op, remediation),
-        Decided::DropFinalizer => return Ok(ended(effects, decision, PassEnding::Release)),
-        Decided::Retain => return Ok(ended(effects, decision, PassEnding::Retain)),
-        Decided::Wait => {
-            let requeue = decision.requeue;
-            return Ok(close(effects, Some(decision), requeue));
-        }
-    };
-    if op == Op::Apply && current.is_none() {
-        return Ok(close(effects, Some(decision), Some(DEPENDENCIES_REQUEUE)));
-    }
     let stored = &snap.stored;
-    let request = next_op::start_request(
+    let ending = match next_op::decided_ending(
         obj,
         p,
         read,
-        op,
-        remediation,
+        &decision,
         current.as_ref(),
         stored.applied.as_ref(),
         stored.attempt.as_ref(),
-    );
-    match request {
-        Some(req) => Ok(ended(effects, decision, PassEnding::Start(Box::new(req)))),
-        None => {
-            match op {
-                Op::Refresh | Op::Drift => {
-                    p.draft.set(
-                        conditions::DRIFT_JOB_SUCCEEDED,
-                        &durable_inputs_missing(obj),
-                    );
-                }
-                // Never invent inputs: a destroy renders what was applied.
-                Op::Destroy => p.draft.set(
-                    conditions::DELETING,
-                    &ConditionValue {
-                        status: "True",
-                        reason: reasons::DELETING,
-                        message: durable_inputs_missing(obj).message,
-                    },
-                ),
-                _ => {}
-            }
-            Ok(close(effects, Some(decision), Some(DURABLE_INPUTS_REQUEUE)))
+        DEPENDENCIES_REQUEUE,
+    ) {
+        DecidedEnding::Ends(ending) => ending,
+        DecidedEnding::Start(req) => PassEnding::Start(req),
+        DecidedEnding::Unstartable(op) => {
+            inputs_missing(obj, p, op);
+            PassEnding::Close(Some(DURABLE_INPUTS_REQUEUE))
         }
+    };
+    Ok(ended(effects, decision, ending))
+}
+
+/// A due op whose recorded inputs are gone: a machine never renders new
+/// ones, so say why nothing runs.
+fn inputs_missing(obj: &TerraformMachine, p: &mut OpenPass, op: Op) {
+    match op {
+        Op::Refresh | Op::Drift => {
+            p.draft.set(
+                conditions::DRIFT_JOB_SUCCEEDED,
+                &durable_inputs_missing(obj),
+            );
+        }
+        // Never invent inputs: a destroy renders what was applied.
+        Op::Destroy => p.draft.set(
+            conditions::DELETING,
+            &ConditionValue {
+                status: "True",
+                reason: reasons::DELETING,
+                message: durable_inputs_missing(obj).message,
+            },
+        ),
+        _ => {}
     }
 }
 

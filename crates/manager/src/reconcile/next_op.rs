@@ -165,6 +165,49 @@ pub fn decide_op<K: Workload>(
     decide::decide(&input)
 }
 
+/// How a decision ends the pass of a machine or a pool.
+#[derive(Debug)]
+pub enum DecidedEnding {
+    /// The pass ends this way (close with the requeue, release, retain).
+    Ends(super::ending::PassEnding),
+    /// Start this Job.
+    Start(Box<StartRequest>),
+    /// `op` is due but its inputs are missing (no current inputs, no record).
+    Unstartable(Op),
+}
+
+/// What `decision` makes of the pass: the Job it starts (with its request
+/// built from the current inputs or the records), or how it ends.
+/// `inputs_wait` is the requeue of an apply waiting for its inputs.
+#[allow(clippy::too_many_arguments)]
+pub fn decided_ending<K: Workload>(
+    obj: &K,
+    p: &OpenPass,
+    read: &Result<StateSummary, StateError>,
+    decision: &Decision,
+    current: Option<&Rendered>,
+    applied: Option<&InputsRecord>,
+    attempt: Option<&InputsRecord>,
+    inputs_wait: std::time::Duration,
+) -> DecidedEnding {
+    use super::ending::PassEnding;
+    let (op, remediation) = match decision.action {
+        Decided::Start {
+            op, remediation, ..
+        } => (op, remediation),
+        Decided::DropFinalizer => return DecidedEnding::Ends(PassEnding::Release),
+        Decided::Retain => return DecidedEnding::Ends(PassEnding::Retain),
+        Decided::Wait => return DecidedEnding::Ends(PassEnding::Close(decision.requeue)),
+    };
+    if op == Op::Apply && current.is_none() {
+        return DecidedEnding::Ends(PassEnding::Close(Some(inputs_wait)));
+    }
+    match start_request(obj, p, read, op, remediation, current, applied, attempt) {
+        Some(req) => DecidedEnding::Start(Box::new(req)),
+        None => DecidedEnding::Unstartable(op),
+    }
+}
+
 fn rfc3339(t: Option<SystemTime>) -> String {
     t.map(|t| super::status::time(t).0.to_string())
         .unwrap_or_default()

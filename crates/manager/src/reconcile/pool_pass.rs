@@ -23,7 +23,7 @@ use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
 use super::ending::{self, PassEnding};
 use super::exports::{self, Built, ExportsGuard, GuardWrite};
 use super::inputs_applied;
-use super::next_op;
+use super::next_op::{self, DecidedEnding};
 use super::pass;
 use super::pool::Deps;
 use super::pool_outputs;
@@ -31,7 +31,7 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::pool::{self as adapter, ClusterState, GateInput};
 use crate::capi;
-use crate::engine::decide::{Action as Decided, ApplyGate, Decision, Op};
+use crate::engine::decide::{ApplyGate, Decision, Op};
 use crate::names::{WorkloadKind, state_suffix};
 use crate::state::reader::{StateError, StateSummary};
 
@@ -146,39 +146,27 @@ pub fn plan(
         now,
     );
     inputs_applied::set(p, &view, Some(&decision));
-    let (op, remediation) = match decision.action {
-        Decided::Start {
-            op, remediation, ..
-        } => (op, remediation),
-        Decided::DropFinalizer => return Ok(ended(effects, decision, PassEnding::Release)),
-        Decided::Retain => return Ok(ended(effects, decision, PassEnding::Retain)),
-        _ => {
-            let requeue = decision.requeue;
-            return Ok(close(effects, Some(decision), requeue));
-        }
-    };
-    if op == Op::Apply && current.is_none() {
-        return Ok(close(effects, Some(decision), Some(DEPENDENCIES_REQUEUE)));
-    }
     let stored = &snap.stored;
-    let request = next_op::start_request(
+    let ending = match next_op::decided_ending(
         obj,
         p,
         read,
-        op,
-        remediation,
+        &decision,
         current.as_ref(),
         stored.applied.as_ref(),
         stored.attempt.as_ref(),
-    );
-    let Some(mut req) = request else {
-        let requeue = decision.requeue;
-        return Ok(close(effects, Some(decision), requeue));
+        DEPENDENCIES_REQUEUE,
+    ) {
+        DecidedEnding::Ends(ending) => ending,
+        DecidedEnding::Unstartable(_) => PassEnding::Close(decision.requeue),
+        DecidedEnding::Start(mut req) => {
+            if let (Op::Apply, Some(g)) = (req.op, &guard) {
+                g.prepare_apply(&mut req);
+            }
+            PassEnding::Start(req)
+        }
     };
-    if let (Op::Apply, Some(g)) = (op, &guard) {
-        g.prepare_apply(&mut req);
-    }
-    Ok(ended(effects, decision, PassEnding::Start(Box::new(req))))
+    Ok(ended(effects, decision, ending))
 }
 
 fn ended(effects: Vec<PoolEffect>, decision: Decision, ending: PassEnding) -> PoolPlan {
