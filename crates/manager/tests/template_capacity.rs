@@ -25,8 +25,12 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// A registry serving one image, `noop-machine:v1`, whose config carries
-/// `labels`; returns its port and counts the requests it answered.
-fn registry(labels: Value) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+/// `labels`, to clients sending `authorization` when one is given; returns
+/// its port and counts the requests it answered.
+fn registry(
+    labels: Value,
+    authorization: Option<String>,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let config = serde_json::to_vec(&json!({
         "architecture": "amd64", "os": "linux",
         "config": {"Labels": labels, "User": "65532"},
@@ -54,11 +58,24 @@ fn registry(labels: Value) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsiz
             if reader.read_line(&mut line).unwrap_or(0) == 0 {
                 continue;
             }
+            let mut authorized = authorization.is_none();
             loop {
                 let mut h = String::new();
                 if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
                     break;
                 }
+                if let Some((name, value)) = h.trim().split_once(':')
+                    && name.eq_ignore_ascii_case("authorization")
+                    && Some(value.trim()) == authorization.as_deref()
+                {
+                    authorized = true;
+                }
+            }
+            if !authorized {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+                continue;
             }
             let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
             count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -93,12 +110,25 @@ fn labels() -> Value {
 }
 
 async fn template(ns: &TestNamespace, name: &str, port: u16, capacity: Option<Value>) {
+    template_with(ns, name, port, capacity, None).await;
+}
+
+async fn template_with(
+    ns: &TestNamespace,
+    name: &str,
+    port: u16,
+    capacity: Option<Value>,
+    pull_secret: Option<&str>,
+) {
     let mut spec = json!({"template": {"spec": {
         "source": {"image": format!("127.0.0.1:{port}/noop-machine:v1")},
         "variables": {"size": "m"},
     }}});
     if let Some(c) = capacity {
         spec["capacity"] = c;
+    }
+    if let Some(s) = pull_secret {
+        spec["template"]["spec"]["jobs"] = json!({"imagePullSecrets": [{"name": s}]});
     }
     let t: TerraformMachineTemplate = serde_json::from_value(json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachineTemplate",
@@ -144,7 +174,7 @@ fn capacity(t: &TerraformMachineTemplate) -> BTreeMap<String, String> {
 async fn capacity_comes_from_the_image_labels_or_from_spec_capacity() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
-    let (port, served) = registry(labels());
+    let (port, served) = registry(labels(), None);
     let _manager = start_manager_with(ns.client(), ns.name(), |c| {
         // The registry listens on the loopback interface.
         c.image_inspect.allow_private = true;
@@ -195,7 +225,7 @@ async fn capacity_comes_from_the_image_labels_or_from_spec_capacity() {
 async fn a_loopback_registry_is_refused_without_the_flag() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
-    let (port, served) = registry(labels());
+    let (port, served) = registry(labels(), None);
     let _manager = start_manager(ns.client(), ns.name());
     template(&ns, "refused", port, None).await;
     let t = resolved(&ns, "refused").await;
@@ -215,4 +245,45 @@ async fn a_loopback_registry_is_refused_without_the_flag() {
         "refused at dial time: no request reached the registry"
     );
     assert!(capacity(&t).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_registry_is_read_with_the_templates_own_pull_secret_only() {
+    use base64::Engine;
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let basic = base64::engine::general_purpose::STANDARD.encode("robot:s3cret");
+    let (port, _) = registry(labels(), Some(format!("Basic {basic}")));
+    let config = json!({"auths": {format!("127.0.0.1:{port}"): {"auth": basic}}});
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "regcred"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": config.to_string()},
+    }))
+    .unwrap();
+    ns.api::<k8s_openapi::api::core::v1::Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let _manager = start_manager_with(ns.client(), ns.name(), |c| {
+        c.image_inspect.allow_private = true;
+    });
+    template_with(&ns, "with-secret", port, None, Some("regcred")).await;
+    template(&ns, "without", port, None).await;
+    let t = resolved(&ns, "with-secret").await;
+    assert_eq!(
+        condition(&t, "CapacityResolved").map(|c| c.1).as_deref(),
+        Some("CapacityResolved")
+    );
+    assert_eq!(capacity(&t).get("cpu").map(String::as_str), Some("4"));
+    let t = resolved(&ns, "without").await;
+    let (status, reason, message) = condition(&t, "CapacityResolved").unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ImageInspectFailed")
+    );
+    assert!(
+        !message.contains("s3cret") && !message.contains(&basic),
+        "{message}"
+    );
 }

@@ -33,6 +33,18 @@ pub fn credentials(host: &str) -> Option<(String, String)> {
 /// Username and password for `host` from the first of `files` that has an
 /// entry for it.
 pub fn credentials_in(files: &[PathBuf], host: &str) -> Option<(String, String)> {
+    let configs: Vec<serde_json::Value> = files
+        .iter()
+        .filter_map(|f| std::fs::read(f).ok())
+        .filter_map(|b| serde_json::from_slice(&b).ok())
+        .collect();
+    credentials_from(&configs, host)
+}
+
+/// Username and password for `host` from the first of `configs` (Docker
+/// config documents: `{"auths": {...}}`, as a `.dockerconfigjson` holds)
+/// that has an entry for it.
+pub fn credentials_from(configs: &[serde_json::Value], host: &str) -> Option<(String, String)> {
     let keys = if host == "registry-1.docker.io" {
         vec![
             "https://index.docker.io/v1/".to_string(),
@@ -46,13 +58,7 @@ pub fn credentials_in(files: &[PathBuf], host: &str) -> Option<(String, String)>
             format!("http://{host}"),
         ]
     };
-    for file in files {
-        let Ok(bytes) = std::fs::read(file) else {
-            continue;
-        };
-        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-            continue;
-        };
+    for v in configs {
         for k in &keys {
             let entry = &v["auths"][k.as_str()];
             if let Some(auth) = entry["auth"].as_str() {

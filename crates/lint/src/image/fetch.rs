@@ -202,14 +202,19 @@ impl Registry {
             .http_status_as_error(false)
             .build()
             .into();
-        Registry::with_agent(reference, insecure, agent)
+        let credentials = super::auth::credentials(&reference.host);
+        Registry::with_agent(reference, insecure, agent, credentials)
     }
 
     /// A registry reached through `agent` (which must not treat HTTP
-    /// statuses as errors).
-    pub fn with_agent(reference: Reference, insecure: bool, agent: ureq::Agent) -> Self {
+    /// statuses as errors) with these credentials, if any.
+    pub fn with_agent(
+        reference: Reference,
+        insecure: bool,
+        agent: ureq::Agent,
+        credentials: Option<(String, String)>,
+    ) -> Self {
         let scheme = if insecure { "http" } else { "https" };
-        let credentials = super::auth::credentials(&reference.host);
         Registry {
             agent,
             base: format!("{scheme}://{}", reference.host),

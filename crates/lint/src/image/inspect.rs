@@ -107,8 +107,15 @@ pub fn plain_http(host: &str) -> bool {
         || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The labels of the image `reference` names, for `arch` (`amd64`, …).
-pub fn labels(reference: &str, arch: &str, policy: &Policy) -> Result<Inspected, InspectError> {
+/// The labels of the image `reference` names, for `arch` (`amd64`, …),
+/// authenticated only by `pull_secrets` (the `.dockerconfigjson` documents
+/// of the object's image pull Secrets; never the host's own files).
+pub fn labels(
+    reference: &str,
+    arch: &str,
+    policy: &Policy,
+    pull_secrets: &[serde_json::Value],
+) -> Result<Inspected, InspectError> {
     let r = Reference::parse(reference).map_err(InspectError::NotAllowed)?;
     if !policy.allowed_registries.is_empty() && !policy.allowed_registries.contains(&r.host) {
         return Err(InspectError::NotAllowed(format!(
@@ -128,7 +135,8 @@ pub fn labels(reference: &str, arch: &str, policy: &Policy) -> Result<Inspected,
         },
     );
     let insecure = plain_http(&r.host);
-    let registry = Registry::with_agent(r, insecure, agent);
+    let credentials = super::auth::credentials_from(pull_secrets, &r.host);
+    let registry = Registry::with_agent(r, insecure, agent, credentials);
     read_labels(&registry, arch).map_err(|e| match e {
         ImageError::Fetch(m) if m.contains("private address") => InspectError::NotAllowed(
             "the registry resolves to a private address; --image-inspect-allow-private-registries allows it"
@@ -234,7 +242,7 @@ mod tests {
             allow_private: true,
             allowed_registries: vec!["ghcr.io".into()],
         };
-        let err = labels("quay.io/x/y:v1", "amd64", &policy).unwrap_err();
+        let err = labels("quay.io/x/y:v1", "amd64", &policy, &[]).unwrap_err();
         assert!(matches!(err, InspectError::NotAllowed(m) if m.contains("quay.io")));
     }
 
@@ -242,7 +250,7 @@ mod tests {
     fn a_loopback_registry_is_refused_at_dial_time_unless_allowed() {
         // Nothing listens there: without the flag the dial is refused before
         // any connection, with it the connection itself fails.
-        let refused = labels("127.0.0.1:9/x/y:v1", "amd64", &Policy::default()).unwrap_err();
+        let refused = labels("127.0.0.1:9/x/y:v1", "amd64", &Policy::default(), &[]).unwrap_err();
         assert!(
             matches!(refused, InspectError::NotAllowed(_)),
             "{refused:?}"
@@ -251,7 +259,7 @@ mod tests {
             allow_private: true,
             ..Policy::default()
         };
-        let failed = labels("127.0.0.1:9/x/y:v1", "amd64", &allowed).unwrap_err();
+        let failed = labels("127.0.0.1:9/x/y:v1", "amd64", &allowed, &[]).unwrap_err();
         assert!(matches!(failed, InspectError::Failed(_)), "{failed:?}");
     }
 }

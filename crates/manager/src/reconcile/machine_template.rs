@@ -106,6 +106,42 @@ fn view(t: &TerraformMachineTemplate) -> TemplateView<'_> {
     }
 }
 
+/// The Docker configs of the template's own image pull Secrets (its
+/// `spec.template.spec.jobs.imagePullSecrets`, in its namespace): the only
+/// credentials an inspection uses. A missing Secret or key is skipped.
+async fn pull_secrets(
+    ctx: &Context,
+    obj: &TerraformMachineTemplate,
+) -> Result<Vec<serde_json::Value>, Error> {
+    let names: Vec<String> = obj
+        .spec
+        .template
+        .spec
+        .workspace
+        .jobs
+        .as_ref()
+        .and_then(|j| j.image_pull_secrets.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| r.name.clone())
+        .collect();
+    let api: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let mut configs = Vec::new();
+    for name in names {
+        let Some(secret) = api.get_opt(&name).await? else {
+            continue;
+        };
+        let doc = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(".dockerconfigjson"))
+            .and_then(|b| serde_json::from_slice(&b.0).ok());
+        configs.extend(doc);
+    }
+    Ok(configs)
+}
+
 /// The pass: nothing while the status is current; else inspect (off the
 /// async workers: the registry client blocks), resolve, write the status.
 pub async fn reconcile(
@@ -122,8 +158,9 @@ pub async fn reconcile(
         return Ok(Action::requeue(wait.min(INSPECT_RETRY_MAX)));
     }
     let (image, policy) = (v.image.to_owned(), ctx.config.image_inspect.clone());
+    let pull_secrets = pull_secrets(&ctx, &obj).await?;
     let inspection = tokio::task::spawn_blocking(move || {
-        captf_lint::image::inspect::labels(&image, architecture(), &policy)
+        captf_lint::image::inspect::labels(&image, architecture(), &policy, &pull_secrets)
     })
     .await
     .map_err(|e| Error::Invalid(format!("image inspection: {e}")))?;
