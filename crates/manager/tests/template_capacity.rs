@@ -219,6 +219,41 @@ async fn capacity_comes_from_the_image_labels_or_from_spec_capacity() {
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), after);
     assert_eq!(after, 4);
+
+    // Variables from a source: checked once the source exists.
+    let t: TerraformMachineTemplate = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachineTemplate",
+        "metadata": {"name": "from-source"},
+        "spec": {"template": {"spec": {
+            "source": {"image": format!("127.0.0.1:{port}/noop-machine:v1")},
+            "variablesFrom": [{"configMapRef": {"name": "sizes"}}],
+        }}},
+    }))
+    .unwrap();
+    ns.api::<TerraformMachineTemplate>()
+        .create(&PostParams::default(), &t)
+        .await
+        .unwrap();
+    let t = resolved(&ns, "from-source").await;
+    assert_eq!(
+        condition(&t, "VariablesValid").map(|c| c.1).as_deref(),
+        Some("VariablesSourcePending")
+    );
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "sizes", "labels": {"captf.io/variables": "true"}},
+        "data": {"size": "l"},
+    }))
+    .unwrap();
+    ns.api::<k8s_openapi::api::core::v1::ConfigMap>()
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    let api = ns.api::<TerraformMachineTemplate>();
+    eventually("the source's variables checked", 60, || async {
+        let t = api.get("from-source").await.ok()?;
+        (condition(&t, "VariablesValid")?.1 == "VariablesValid").then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

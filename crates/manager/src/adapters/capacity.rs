@@ -22,13 +22,35 @@ pub const CAPACITY_LABEL: &str = "io.captf.capacity";
 pub const NODE_INFO_LABEL: &str = "io.captf.node-info";
 pub const VARIABLES_SCHEMA_LABEL: &str = "io.captf.variables-schema";
 
+/// The template's variables as merged for the check: its `variablesFrom`
+/// sources, then its inline variables.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TemplateVariables {
+    Merged(serde_json::Map<String, Value>),
+    /// A source is missing or unlabeled; the message names it.
+    SourcePending(String),
+    /// A source key or value is unusable; the message names the key.
+    Rejected(String),
+}
+
 /// What the resolution reads of the template.
 #[derive(Debug, Clone, Copy)]
 pub struct TemplateView<'a> {
     pub image: &'a str,
     pub spec_capacity: Option<&'a BTreeMap<String, Quantity>>,
-    pub variables: Option<&'a serde_json::Map<String, Value>>,
     pub status: Option<&'a TerraformMachineTemplateStatus>,
+}
+
+/// `VariablesValid` waits for a source (checked again every 30 s).
+pub fn variables_pending(status: Option<&TerraformMachineTemplateStatus>) -> bool {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.type_ == captf_api::names::conditions::VARIABLES_VALID
+                && c.reason == reasons::VARIABLES_SOURCE_PENDING
+        })
 }
 
 /// Whether the status must be resolved again: a new image, or a
@@ -37,6 +59,9 @@ pub fn due(v: &TemplateView<'_>) -> bool {
     let Some(status) = v.status else {
         return true;
     };
+    if variables_pending(Some(status)) {
+        return true;
+    }
     let source = status.capacity_source.as_ref();
     let kind = source.and_then(|s| s.source);
     let inspected = source.and_then(|s| s.image.as_deref()) == Some(v.image);
@@ -85,8 +110,13 @@ fn node_info_label(value: &str) -> Result<NodeInfo, String> {
     })
 }
 
-/// Resolves the status from the inspection of the template's image.
-pub fn resolve(v: &TemplateView<'_>, inspection: &Result<Inspected, InspectError>) -> Resolution {
+/// Resolves the status from the inspection of the template's image and its
+/// variables.
+pub fn resolve(
+    v: &TemplateView<'_>,
+    inspection: &Result<Inspected, InspectError>,
+    variables: &TemplateVariables,
+) -> Resolution {
     let previous = v.status.cloned().unwrap_or_default();
     let labels = match inspection {
         Ok(i) => &i.labels,
@@ -140,7 +170,7 @@ pub fn resolve(v: &TemplateView<'_>, inspection: &Result<Inspected, InspectError
             image: Some(v.image.to_owned()),
         }),
         capacity_resolved,
-        variables_valid: variables_valid(labels.get(VARIABLES_SCHEMA_LABEL), v.variables),
+        variables_valid: variables_valid(labels.get(VARIABLES_SCHEMA_LABEL), variables),
         retry: false,
     }
 }
@@ -206,13 +236,10 @@ fn json_type_fits(t: &str, value: &Value) -> bool {
     }
 }
 
-/// The template's inline variables against the image's variables schema (a
-/// closed object schema: unknown names, required names, top-level types).
-/// Messages name variables, never values.
-pub fn variables_valid(
-    schema: Option<&String>,
-    variables: Option<&serde_json::Map<String, Value>>,
-) -> ConditionValue {
+/// The template's variables against the image's variables schema (a closed
+/// object schema: unknown names, required names, top-level types). Messages
+/// name variables, never values.
+pub fn variables_valid(schema: Option<&String>, variables: &TemplateVariables) -> ConditionValue {
     let not_declared = || {
         condition(
             "True",
@@ -226,8 +253,15 @@ pub fn variables_valid(
     let Some(properties) = schema["properties"].as_object() else {
         return not_declared();
     };
-    let empty = serde_json::Map::new();
-    let vars = variables.unwrap_or(&empty);
+    let vars = match variables {
+        TemplateVariables::Merged(vars) => vars,
+        TemplateVariables::SourcePending(m) => {
+            return condition("Unknown", reasons::VARIABLES_SOURCE_PENDING, m.clone());
+        }
+        TemplateVariables::Rejected(m) => {
+            return condition("False", reasons::VARIABLES_REJECTED, m.clone());
+        }
+    };
     let mut problems = Vec::new();
     for (name, value) in vars {
         match properties.get(name) {

@@ -27,7 +27,6 @@ fn view<'a>(
     TemplateView {
         image: IMAGE,
         spec_capacity: spec,
-        variables: None,
         status,
     }
 }
@@ -136,7 +135,11 @@ fn resolution_table() {
         },
     ];
     for c in cases {
-        let r = resolve(&view(c.spec, Some(&previous)), &c.inspection);
+        let r = resolve(
+            &view(c.spec, Some(&previous)),
+            &c.inspection,
+            &TemplateVariables::Merged(Default::default()),
+        );
         assert_eq!(r.capacity_resolved.reason, c.reason, "{}", c.what);
         assert_eq!(r.capacity, c.capacity, "{}", c.what);
         let source = r
@@ -152,9 +155,11 @@ fn resolution_table() {
         );
         assert_eq!(r.retry, c.retry, "{}", c.what);
     }
+    let merged = TemplateVariables::Merged(Default::default());
     let with_spec = resolve(
         &view(Some(&spec), None),
         &Err(InspectError::Failed("x".into())),
+        &merged,
     );
     assert!(
         with_spec
@@ -167,6 +172,7 @@ fn resolution_table() {
     let failed = resolve(
         &view(None, None),
         &Err(InspectError::Failed("GET https://user:secret@r/...".into())),
+        &merged,
     );
     assert!(
         !failed.capacity_resolved.message.contains("secret"),
@@ -219,6 +225,19 @@ fn resolution_is_due_once_per_image_and_capacity() {
     for (what, spec, status, want) in cases {
         assert_eq!(due(&view(spec, status)), want, "{what}");
     }
+    let mut pending = from_image.clone();
+    pending.conditions = Some(vec![
+        serde_json::from_value(json!({
+            "type": "VariablesValid", "status": "Unknown",
+            "reason": reasons::VARIABLES_SOURCE_PENDING, "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap(),
+    ]);
+    assert!(
+        due(&view(None, Some(&pending))),
+        "a variables source is awaited"
+    );
     let mut new_image = view(None, Some(&from_image));
     new_image.image = "registry.example/noop-machine:v2";
     assert!(due(&new_image), "a new image");
@@ -230,7 +249,7 @@ fn variables_against_the_schema() {
         "properties": {"size": {"type": "string"}, "count": {"type": ["integer", "null"]}},
         "required": ["size"]})
     .to_string();
-    let vars = |v: Value| v.as_object().unwrap().clone();
+    let vars = |v: Value| TemplateVariables::Merged(v.as_object().unwrap().clone());
     let cases = [
         (
             "fits",
@@ -262,17 +281,29 @@ fn variables_against_the_schema() {
             vars(json!({"anything": 1})),
             reasons::VARIABLES_SCHEMA_NOT_DECLARED,
         ),
+        (
+            "a source missing",
+            Some(&schema),
+            TemplateVariables::SourcePending("spec.variablesFrom[0]: ConfigMap sizes".into()),
+            reasons::VARIABLES_SOURCE_PENDING,
+        ),
+        (
+            "a source key unusable",
+            Some(&schema),
+            TemplateVariables::Rejected("spec.variablesFrom[0] key 1x".into()),
+            reasons::VARIABLES_REJECTED,
+        ),
     ];
     for (what, schema, v, reason) in cases {
         assert_eq!(
-            variables_valid(schema.map(|s| s as &String), Some(&v)).reason,
+            variables_valid(schema.map(|s| s as &String), &v).reason,
             reason,
             "{what}"
         );
     }
     let c = variables_valid(
         Some(&schema),
-        Some(&vars(json!({"size": "top-secret-value", "zone": "a"}))),
+        &vars(json!({"size": "top-secret-value", "zone": "a"})),
     );
     assert!(
         c.message.contains("zone") && !c.message.contains("top-secret-value"),

@@ -262,16 +262,28 @@ pub async fn variable_sources<K: Workload>(
     ctx: &Context,
     obj: &K,
 ) -> Result<VariableSources, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let sources = obj.workspace().variables_from.clone().unwrap_or_default();
+    read_variable_sources(ctx, &ns, &sources).await
+}
+
+/// `sources` of namespace `ns`, read live; one without the
+/// `captf.io/variables=true` label reads as missing.
+pub async fn read_variable_sources(
+    ctx: &Context,
+    ns: &str,
+    sources: &[captf_api::common::VariablesSource],
+) -> Result<VariableSources, Error> {
     use crate::adapters::variables::SourceData;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-    let ns = obj.namespace().unwrap_or_default();
+    let ns = ns.to_owned();
     let labeled = |labels: Option<&std::collections::BTreeMap<String, String>>| {
         labels
             .and_then(|l| l.get(captf_api::names::labels::VARIABLES))
             .is_some_and(|v| v == "true")
     };
-    let mut sources = Vec::new();
-    for source in obj.workspace().variables_from.iter().flatten() {
+    let mut read = Vec::new();
+    for source in sources {
         let data = if let Some(r) = &source.config_map_ref {
             let api: kube::Api<ConfigMap> = kube::Api::namespaced(ctx.client.clone(), &ns);
             api.get_opt(&r.name)
@@ -306,9 +318,9 @@ pub async fn variable_sources<K: Workload>(
         } else {
             None
         };
-        sources.push((source.clone(), data));
+        read.push((source.clone(), data));
     }
-    Ok(sources)
+    Ok(read)
 }
 
 /// `OutputsValid` from a decoder's verdict.

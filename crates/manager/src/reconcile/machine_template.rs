@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::status::Draft;
 use super::{Context, ERROR_REQUEUE, Error};
-use crate::adapters::capacity::{self, TemplateView};
+use crate::adapters::capacity::{self, TemplateVariables, TemplateView};
 
 /// First and longest wait after a failed inspection.
 pub const INSPECT_RETRY_FIRST: Duration = Duration::from_secs(30);
@@ -101,9 +101,41 @@ fn view(t: &TerraformMachineTemplate) -> TemplateView<'_> {
     TemplateView {
         image: &t.spec.template.spec.workspace.source.image,
         spec_capacity: t.spec.capacity.as_ref(),
-        variables: t.spec.template.spec.workspace.variables.as_ref(),
         status: t.status.as_ref(),
     }
+}
+
+/// How long a template waits for a missing variables source.
+pub const VARIABLES_SOURCE_REQUEUE: Duration = Duration::from_secs(30);
+
+/// The template's variables for the schema check: its `variablesFrom`
+/// sources (read live, as a machine's pass reads them), then its inline
+/// variables.
+async fn variables(
+    ctx: &Context,
+    obj: &TerraformMachineTemplate,
+) -> Result<TemplateVariables, Error> {
+    let workspace = &obj.spec.template.spec.workspace;
+    let sources = workspace.variables_from.clone().unwrap_or_default();
+    let read =
+        super::common::read_variable_sources(ctx, &obj.namespace().unwrap_or_default(), &sources)
+            .await?;
+    let merged = crate::adapters::variables::merge(
+        captf_contract::Role::Machine,
+        workspace.variables.as_ref(),
+        &read,
+    );
+    Ok(match merged {
+        Ok(vars) => TemplateVariables::Merged(
+            vars.iter()
+                .map(|(k, v)| (k.to_owned(), v.value.clone()))
+                .collect(),
+        ),
+        Err(c) if c.reason == captf_api::names::reasons::VARIABLES_SOURCE_NOT_FOUND => {
+            TemplateVariables::SourcePending(c.message)
+        }
+        Err(c) => TemplateVariables::Rejected(c.message),
+    })
 }
 
 /// The Docker configs of the template's own image pull Secrets (its
@@ -167,7 +199,8 @@ pub async fn reconcile(
     if let Err(e) = &inspection {
         tracing::info!(template = %obj.name_any(), namespace = ?obj.namespace(), error = %e, "image not inspected");
     }
-    let r = capacity::resolve(&v, &inspection);
+    let vars = variables(&ctx, &obj).await?;
+    let r = capacity::resolve(&v, &inspection, &vars);
     let current = obj
         .status
         .as_ref()
@@ -207,7 +240,10 @@ pub async fn reconcile(
         }
         (Ok(_), _) => {
             ctx.inspections.succeeded(&uid);
-            Ok(Action::await_change())
+            Ok(match vars {
+                TemplateVariables::SourcePending(_) => Action::requeue(VARIABLES_SOURCE_REQUEUE),
+                _ => Action::await_change(),
+            })
         }
     }
 }
