@@ -264,7 +264,7 @@ const CLUSTERS: &str = "terraformcluster";
 const MACHINES: &str = "terraformmachine";
 const POOLS: &str = "terraformmachinepool";
 
-fn controller_config(concurrency: u16) -> kube::runtime::controller::Config {
+pub(super) fn controller_config(concurrency: u16) -> kube::runtime::controller::Config {
     kube::runtime::controller::Config::default().concurrency(concurrency)
 }
 
@@ -594,42 +594,10 @@ pub async fn run_all(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>
         let _ = rx.wait_for(|s| *s).await;
     };
     tokio::join!(
-        run_identities(ctx.clone(), stopped(stop.clone())),
+        super::identities::run(ctx.clone(), stopped(stop.clone())),
         run_clusters(ctx.clone(), stopped(stop.clone())),
         run_machines(ctx.clone(), stopped(stop.clone())),
         super::machine_template::run(ctx.clone(), stopped(stop.clone())),
         run_pools(ctx.clone(), stopped(stop.clone())),
     );
-}
-
-async fn reconcile_identity(
-    obj: Arc<TerraformClusterIdentity>,
-    ctx: Arc<Context>,
-) -> Result<Action, Error> {
-    match crate::io::identity::reconcile_identity(&ctx.client, &obj.name_any()).await? {
-        Some(outcome) => Ok(Action::requeue(outcome.requeue_after)),
-        None => Ok(Action::await_change()),
-    }
-}
-
-fn identity_error(obj: Arc<TerraformClusterIdentity>, err: &Error, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(name = %obj.name_any(), error = %err, "identity reconcile failed; retrying");
-    Action::requeue(ERROR_REQUEUE)
-}
-
-/// Runs the TerraformClusterIdentity controller (cluster-wide: identities
-/// are cluster-scoped).
-pub async fn run_identities(
-    ctx: Arc<Context>,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
-    Controller::new(
-        Api::<TerraformClusterIdentity>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(controller_config(ctx.config.concurrency.identities))
-    .graceful_shutdown_on(shutdown)
-    .run(reconcile_identity, identity_error, ctx)
-    .for_each(|_| async {})
-    .await;
 }

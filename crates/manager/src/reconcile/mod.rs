@@ -12,6 +12,7 @@ pub mod credentials;
 pub mod ending;
 pub mod ensured;
 pub mod exports;
+pub mod identities;
 pub mod inputs_applied;
 pub mod job_start;
 pub mod machine;

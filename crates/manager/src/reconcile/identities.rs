@@ -1,0 +1,47 @@
+//! The TerraformClusterIdentity controller: cluster-wide (identities are
+//! cluster-scoped), reporting each identity's status from its source
+//! Secret; the rules are in `identity/`, the reads and writes in
+//! `io/identity.rs`.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use captf_api::TerraformClusterIdentity;
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+
+use super::{Context, ERROR_REQUEUE, Error};
+
+async fn reconcile_identity(
+    obj: Arc<TerraformClusterIdentity>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    match crate::io::identity::reconcile_identity(&ctx.client, &obj.name_any()).await? {
+        Some(outcome) => Ok(Action::requeue(outcome.requeue_after)),
+        None => Ok(Action::await_change()),
+    }
+}
+
+fn identity_error(obj: Arc<TerraformClusterIdentity>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(name = %obj.name_any(), error = %err, "identity reconcile failed; retrying");
+    Action::requeue(ERROR_REQUEUE)
+}
+
+/// Runs the TerraformClusterIdentity controller (cluster-wide: identities
+/// are cluster-scoped).
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    Controller::new(
+        Api::<TerraformClusterIdentity>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(super::controllers::controller_config(
+        ctx.config.concurrency.identities,
+    ))
+    .graceful_shutdown_on(shutdown)
+    .run(reconcile_identity, identity_error, ctx)
+    .for_each(|_| async {})
+    .await;
+}
