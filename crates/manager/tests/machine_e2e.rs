@@ -1,5 +1,5 @@
-//! TerraformMachines driven by Cluster API's own controllers: a control-plane
-//! Machine and a MachineDeployment of two workers on the noop machine module,
+//! TerraformMachines driven by Cluster API's own controllers: control-plane
+//! Machines and a MachineDeployment of workers on the noop machine module,
 //! with the real runner and OpenTofu in the local executor and the node agent
 //! registering a Node per provider ID, so Cluster API's node matching runs.
 //! Cluster API sets the owner references, the cluster-name labels, clones the
@@ -297,7 +297,10 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
     let tmp = tempfile::tempdir().unwrap();
     let _manager = setup(env, &ns, tmp.path()).await;
     cluster(&ns).await;
-    machine_pair(&ns, "cp-0", true, json!({})).await;
+    // Scenario 3's bring-up: three control-plane machines and three workers.
+    for cp in ["cp-0", "cp-1", "cp-2"] {
+        machine_pair(&ns, cp, true, json!({})).await;
+    }
     machine_template(&ns, "workers-v1").await;
     create(
         &capi_api(&ns, "MachineDeployment"),
@@ -306,7 +309,7 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
             "metadata": {"name": "workers"},
             "spec": {
                 "clusterName": "prod",
-                "replicas": 2,
+                "replicas": 3,
                 "template": {"spec": {
                     "clusterName": "prod",
                     "bootstrap": {"dataSecretName": "machine-bootstrap"},
@@ -320,7 +323,7 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
 
     // Three machines, each provisioned once with its provider ID, addresses
     // and failure domain.
-    let ready = wait_provisioned(&ns, 3, 300, |_| true).await;
+    let ready = wait_provisioned(&ns, 6, 300, |_| true).await;
     let prefix = format!("noop:///{}/", ns.name());
     for (name, m) in &ready {
         let owner = owner_machine(m);
@@ -377,8 +380,8 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
 
     // The control-plane machine's node initializes the control plane, whose
     // flag reaches the cluster's inputs: one more cluster apply. Scenario 3
-    // of the bring-up Job count: every apply's own outputs were definite, so
-    // no machine needed a refresh after it.
+    // of the bring-up Job count, 8 Jobs: every apply's own outputs were
+    // definite, so no machine needed a refresh after it.
     eventually(
         "the TerraformCluster applied control_plane_initialized",
         120,
@@ -394,7 +397,8 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
         .filter(|(owner, _)| owner.starts_with("TerraformMachine/"))
         .map(|(_, ops)| ops)
         .collect();
-    assert_eq!(machine_jobs, vec![&vec!["apply".to_owned()]; 3], "{jobs:?}");
+    assert_eq!(machine_jobs, vec![&vec!["apply".to_owned()]; 6], "{jobs:?}");
+    assert_eq!(jobs.values().map(Vec::len).sum::<usize>(), 8, "{jobs:?}");
 
     // The machines' inputs are pinned at their first apply: a change of the
     // cluster's exports re-applies the cluster only.
@@ -466,10 +470,10 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
             .and_then(|a| a.get("cluster.x-k8s.io/cloned-from-name"))
             .is_some_and(|n| n == "workers-v2")
     };
-    let rolled = wait_provisioned(&ns, 2, 300, cloned_from_v2).await;
+    let rolled = wait_provisioned(&ns, 3, 300, cloned_from_v2).await;
     let old: Vec<String> = ready
         .keys()
-        .filter(|n| n.as_str() != "cp-0")
+        .filter(|n| !n.starts_with("cp-"))
         .cloned()
         .collect();
     eventually("the old workers destroyed and gone", 180, || async {
