@@ -291,7 +291,7 @@ pub enum GuardWrite {
 }
 
 /// Makes a guard write.
-pub async fn write(ctx: &Context, obj: &TerraformMachinePool, w: &GuardWrite) -> Result<(), Error> {
+pub async fn write<K: Workload>(ctx: &Context, obj: &K, w: &GuardWrite) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     match w {
@@ -299,10 +299,10 @@ pub async fn write(ctx: &Context, obj: &TerraformMachinePool, w: &GuardWrite) ->
             write_record(
                 &ctx.client,
                 &ns,
-                &attempt_record_name(TerraformMachinePool::KIND, &name),
+                &attempt_record_name(K::KIND, &name),
                 next,
                 &obj.owner_reference(),
-                record_labels(TerraformMachinePool::KIND, &name),
+                record_labels(K::KIND, &name),
             )
             .await?;
         }

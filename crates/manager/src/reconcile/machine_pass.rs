@@ -18,11 +18,12 @@ use captf_api::names::{annotations, conditions, events, reasons};
 use captf_contract::outputs::RoleOutputs;
 use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+
 use kube::runtime::controller::Action;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
+use super::effects::{self, OwnedEffect};
 use super::ending::{self, PassEnding};
 use super::inputs_applied;
 use super::machine::Deps;
@@ -96,23 +97,7 @@ pub async fn fetch(
 }
 
 /// A write the plan asks for, made in this order before the pass ends.
-#[derive(Debug, Clone, PartialEq)]
-pub enum MachineEffect {
-    /// `spec.providerID`, written once.
-    PatchSpec(Value),
-    /// The owner Machine's remediation annotations.
-    PatchMachine { name: String, patch: Value },
-    Event {
-        warning: bool,
-        reason: &'static str,
-        action: &'static str,
-        note: String,
-    },
-    /// `OutputsValid` turned False for `reason` (a metric).
-    CountOutputsInvalid(&'static str),
-    /// A remediation request or withdrawal (a metric).
-    CountRemediation(&'static str),
-}
+pub type MachineEffect = OwnedEffect;
 
 /// What the plan made of the snapshot (the status draft is in the pass).
 #[derive(Debug)]
@@ -392,7 +377,7 @@ fn plan_health(
     ) {
         None => {}
         Some(Remediation::Request { reason, patch }) => {
-            effects.push(MachineEffect::PatchMachine {
+            effects.push(MachineEffect::PatchOwner {
                 name: name.clone(),
                 patch,
             });
@@ -408,7 +393,7 @@ fn plan_health(
             });
         }
         Some(Remediation::Withdraw { patch }) => {
-            effects.push(MachineEffect::PatchMachine {
+            effects.push(MachineEffect::PatchOwner {
                 name: name.clone(),
                 patch,
             });
@@ -498,32 +483,6 @@ pub async fn execute(
     plan: MachinePlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    for e in &plan.effects {
-        effect(ctx, obj, e).await?;
-    }
+    effects::apply(ctx, obj, &capi::machine_resource(), &plan.effects).await?;
     ending::end_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
-}
-
-async fn effect(ctx: &Context, obj: &TerraformMachine, e: &MachineEffect) -> Result<(), Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    match e {
-        MachineEffect::PatchSpec(patch) => pass::patch_own(ctx, obj, patch).await?,
-        MachineEffect::PatchMachine { name, patch } => {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(ctx.client.clone(), &ns, &capi::machine_resource());
-            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                .await?;
-        }
-        MachineEffect::Event {
-            warning,
-            reason,
-            action,
-            note,
-        } => pass::event(ctx, obj, *warning, reason, action, note.clone()).await,
-        MachineEffect::CountOutputsInvalid(reason) => ctx
-            .metrics
-            .outputs_invalid(TerraformMachine::KIND.kind(), reason),
-        MachineEffect::CountRemediation(action) => ctx.metrics.remediation_request(action),
-    }
-    Ok(())
 }

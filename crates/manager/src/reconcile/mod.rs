@@ -9,6 +9,7 @@ pub mod cluster_pass;
 pub mod common;
 pub mod controllers;
 pub mod credentials;
+pub mod effects;
 pub mod ending;
 pub mod ensured;
 pub mod exports;

@@ -15,13 +15,14 @@ use captf_api::names::{conditions, events};
 use captf_contract::Role;
 use captf_contract::outputs::RoleOutputs;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+
 use kube::runtime::controller::Action;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
+use super::effects::{self, OwnedEffect};
 use super::ending::{self, PassEnding};
-use super::exports::{self, Built, ExportsGuard, GuardWrite};
+use super::exports::{self, Built, ExportsGuard};
 use super::inputs_applied;
 use super::next_op::{self, DecidedEnding};
 use super::pass;
@@ -73,25 +74,7 @@ pub async fn fetch(
 }
 
 /// A write the plan asks for, made in this order before the pass ends.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PoolEffect {
-    /// `spec.providerID` / `spec.providerIDList` from the outputs.
-    PatchSpec(Value),
-    /// The MachinePool's replicas (autoscaling write-back).
-    PatchMachinePool {
-        name: String,
-        patch: Value,
-    },
-    Event {
-        warning: bool,
-        reason: &'static str,
-        action: &'static str,
-        note: String,
-    },
-    /// `OutputsValid` turned False for `reason` (a metric).
-    CountOutputsInvalid(&'static str),
-    Guard(GuardWrite),
-}
+pub type PoolEffect = OwnedEffect;
 
 /// What the plan made of the snapshot (the status draft is in the pass).
 #[derive(Debug)]
@@ -251,7 +234,7 @@ fn plan_write_back(
     }
     if let Some(patch) = plan.machine_pool_patch {
         let name = mp.metadata.name.clone().unwrap_or_default();
-        effects.push(PoolEffect::PatchMachinePool { name, patch });
+        effects.push(PoolEffect::PatchOwner { name, patch });
     }
 }
 
@@ -362,34 +345,8 @@ pub async fn execute(
     plan: PoolPlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    for e in &plan.effects {
-        effect(ctx, obj, e).await?;
-    }
+    effects::apply(ctx, obj, &capi::machine_pool_resource(), &plan.effects).await?;
     ending::end_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
-}
-
-async fn effect(ctx: &Context, obj: &TerraformMachinePool, e: &PoolEffect) -> Result<(), Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    match e {
-        PoolEffect::PatchSpec(patch) => pass::patch_own(ctx, obj, patch).await?,
-        PoolEffect::PatchMachinePool { name, patch } => {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(ctx.client.clone(), &ns, &capi::machine_pool_resource());
-            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                .await?;
-        }
-        PoolEffect::Event {
-            warning,
-            reason,
-            action,
-            note,
-        } => pass::event(ctx, obj, *warning, reason, action, note.clone()).await,
-        PoolEffect::CountOutputsInvalid(reason) => ctx
-            .metrics
-            .outputs_invalid(TerraformMachinePool::KIND.kind(), reason),
-        PoolEffect::Guard(w) => exports::write(ctx, obj, w).await?,
-    }
-    Ok(())
 }
 
 #[cfg(test)]

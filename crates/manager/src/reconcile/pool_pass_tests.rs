@@ -333,7 +333,7 @@ fn an_autoscaled_pool_writes_its_count_back_to_the_machine_pool() {
         &snapshot(Ok(pool_state(&ids, &hash)), Vec::new()),
     );
     let patch = plan.effects.iter().find_map(|e| match e {
-        PoolEffect::PatchMachinePool { name, patch } => Some((name.clone(), patch.clone())),
+        PoolEffect::PatchOwner { name, patch } => Some((name.clone(), patch.clone())),
         _ => None,
     });
     let (name, patch) = patch.expect("the MachinePool is patched");
