@@ -450,7 +450,11 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
         .delete("cp-0", &DeleteParams::default())
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("Machine"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("Machine cp-0 references this TerraformMachine; delete that Machine instead"),
+        "{err}"
+    );
 
     // A template change rolls new machines, which apply once each; the old
     // ones are destroyed.

@@ -37,6 +37,11 @@ impl std::fmt::Debug for BootstrapSecret {
     }
 }
 
+/// Why the cluster's outputs cannot be used, in words the gates report.
+pub const OUTPUTS_NOT_VALID: &str = "the TerraformCluster's outputs are not valid";
+pub const STATE_UNREADABLE: &str = "the TerraformCluster's state cannot be read";
+pub const NO_STATE_READ: &str = "no TerraformCluster state was read";
+
 pub(crate) fn waiting(reason: &'static str, message: impl Into<String>) -> ConditionValue {
     condition("Unknown", reason, message)
 }

@@ -1,6 +1,5 @@
 //! The TerraformMachine pass.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -14,7 +13,7 @@ use super::common::{self, PassSettings};
 use super::ending;
 use super::machine_pass;
 use super::quiet;
-use super::routing::{self, Dependency, Dependent};
+use super::routing::Dependent;
 use super::watches;
 use super::workload::Workload;
 use super::{Context, Error};
@@ -23,7 +22,6 @@ use crate::adapters::machine as adapter;
 use crate::adapters::pool::terraform_cluster_name;
 use crate::adapters::{capi_owner_ref, cluster_name_label};
 use crate::capi::{self, Cluster, Machine};
-use crate::names::{WorkloadKind, state_suffix};
 
 /// What the machine's dependencies read.
 pub struct Deps {
@@ -39,41 +37,6 @@ fn dependent(obj: &TerraformMachine) -> Dependent {
         namespace: obj.namespace().unwrap_or_default(),
         name: obj.name_any(),
     }
-}
-
-/// What the pass depends on beyond its owner Machine (which names it): its
-/// own state, the Cluster, the TerraformCluster, the bootstrap data Secret
-/// and the variables sources.
-fn dependencies_of(
-    obj: &TerraformMachine,
-    machine: Option<&Machine>,
-    tc: Option<&str>,
-) -> BTreeSet<Dependency> {
-    let ns = obj.namespace().unwrap_or_default();
-    let mut deps = BTreeSet::from([Dependency::State {
-        namespace: ns.clone(),
-        suffix: state_suffix(WorkloadKind::Machine, &ns, &obj.name_any()),
-    }]);
-    if let Some(name) = cluster_name_label(&obj.metadata) {
-        deps.insert(Dependency::Cluster {
-            namespace: ns.clone(),
-            name: name.to_owned(),
-        });
-    }
-    if let Some(name) = tc {
-        deps.insert(Dependency::TerraformCluster {
-            namespace: ns.clone(),
-            name: name.to_owned(),
-        });
-    }
-    if let Some(name) = machine.and_then(|m| m.spec.bootstrap.data_secret_name.as_deref()) {
-        deps.insert(Dependency::Secret {
-            namespace: ns.clone(),
-            name: name.to_owned(),
-        });
-    }
-    deps.extend(routing::variables_sources(&ns, &obj.spec.workspace));
-    deps
 }
 
 /// Reads the Machine, Cluster, TerraformCluster and bootstrap data from the
@@ -93,9 +56,12 @@ async fn dependencies(ctx: &Context, obj: &TerraformMachine) -> Result<Deps, Err
         .and_then(|name| watches::get(&stores.clusters, &capi::cluster_resource(), &ns, name))
         .and_then(|d| Cluster::from_dynamic(&d).ok());
     let tc_name = cluster.as_ref().and_then(terraform_cluster_name);
+    let bootstrap = machine
+        .as_ref()
+        .and_then(|m| m.spec.bootstrap.data_secret_name.as_deref());
     ctx.dependents.record(
         dependent(obj),
-        dependencies_of(obj, machine.as_ref(), tc_name),
+        super::pool::dependencies_of(obj, tc_name, bootstrap),
     );
     let tc = tc_name.and_then(|name| watches::get(&stores.terraform_clusters, &(), &ns, name));
     let bootstrap_name = machine

@@ -15,7 +15,6 @@ use std::time::{Duration, SystemTime};
 use captf_api::TerraformMachine;
 use captf_api::effective::EffectiveRemediation;
 use captf_api::names::{annotations, conditions, events, reasons};
-use captf_contract::outputs::RoleOutputs;
 use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
 
@@ -369,46 +368,42 @@ fn plan_health(
         return;
     };
     let name = machine.metadata.name.clone().unwrap_or_default();
-    match adapter::remediation(
+    let (patch, action, warning, reason, note) = match adapter::remediation(
         &policy.remediation,
         sampled.condition.reason,
         sampled.unhealthy_samples,
         machine,
     ) {
-        None => {}
-        Some(Remediation::Request { reason, patch }) => {
-            effects.push(MachineEffect::PatchOwner {
-                name: name.clone(),
-                patch,
-            });
-            effects.push(MachineEffect::CountRemediation("requested"));
-            effects.push(MachineEffect::Event {
-                warning: true,
-                reason: events::REMEDIATION_REQUESTED,
-                action: "Remediate",
-                note: format!(
-                    "Machine {name} annotated {}: {reason}",
-                    annotations::REMEDIATE_MACHINE
-                ),
-            });
-        }
-        Some(Remediation::Withdraw { patch }) => {
-            effects.push(MachineEffect::PatchOwner {
-                name: name.clone(),
-                patch,
-            });
-            effects.push(MachineEffect::CountRemediation("withdrawn"));
-            effects.push(MachineEffect::Event {
-                warning: false,
-                reason: events::REMEDIATION_WITHDRAWN,
-                action: "Remediate",
-                note: format!(
-                    "Machine {name}: {} removed, the instance is healthy again",
-                    annotations::REMEDIATE_MACHINE
-                ),
-            });
-        }
-    }
+        None => return,
+        Some(Remediation::Request { reason, patch }) => (
+            patch,
+            "requested",
+            true,
+            events::REMEDIATION_REQUESTED,
+            format!(
+                "Machine {name} annotated {}: {reason}",
+                annotations::REMEDIATE_MACHINE
+            ),
+        ),
+        Some(Remediation::Withdraw { patch }) => (
+            patch,
+            "withdrawn",
+            false,
+            events::REMEDIATION_WITHDRAWN,
+            format!(
+                "Machine {name}: {} removed, the instance is healthy again",
+                annotations::REMEDIATE_MACHINE
+            ),
+        ),
+    };
+    effects.push(MachineEffect::PatchOwner { name, patch });
+    effects.push(MachineEffect::CountRemediation(action));
+    effects.push(MachineEffect::Event {
+        warning,
+        reason,
+        action: "Remediate",
+        note,
+    });
 }
 
 /// The machine's first inputs through the gates (the cluster's exports from
@@ -423,16 +418,7 @@ fn plan_inputs(
     let (Some(machine), Some(cluster)) = (&deps.machine, &deps.cluster) else {
         return None;
     };
-    let cluster_outputs = match &snap.cluster_state {
-        Some(Ok(s)) => match pass::decode_outputs(Role::Cluster, s) {
-            RoleOutputs::Cluster(d) if d.verdict.writable() => d
-                .outputs
-                .ok_or("the TerraformCluster's outputs are not valid"),
-            _ => Err("the TerraformCluster's outputs are not valid"),
-        },
-        Some(Err(_)) => Err("the TerraformCluster's state cannot be read"),
-        None => Err("no TerraformCluster state was read"),
-    };
+    let cluster_outputs = pass::cluster_outputs(snap.cluster_state.as_ref());
     let cluster_state = match &cluster_outputs {
         Ok(o) => ClusterState::Outputs(o),
         Err(why) => ClusterState::Unreadable(why),

@@ -148,6 +148,22 @@ pub fn decode_outputs(role: Role, state: &StateSummary) -> RoleOutputs {
     decode(role, &root_outputs(state))
 }
 
+/// The TerraformCluster's outputs a machine or pool may use, from its state
+/// as read (`None`: not read); `Err` says why not, without any value.
+pub fn cluster_outputs(
+    read: Option<&Result<StateSummary, crate::state::reader::StateError>>,
+) -> Result<captf_contract::outputs::ClusterOutputs, &'static str> {
+    use crate::adapters::gates::{NO_STATE_READ, OUTPUTS_NOT_VALID, STATE_UNREADABLE};
+    match read {
+        Some(Ok(s)) => match decode_outputs(Role::Cluster, s) {
+            RoleOutputs::Cluster(d) if d.verdict.writable() => d.outputs.ok_or(OUTPUTS_NOT_VALID),
+            _ => Err(OUTPUTS_NOT_VALID),
+        },
+        Some(Err(_)) => Err(STATE_UNREADABLE),
+        None => Err(NO_STATE_READ),
+    }
+}
+
 /// The state's root outputs, as the contract's decoders read them.
 pub fn root_outputs(state: &StateSummary) -> RootOutputs {
     let map: serde_json::Map<String, serde_json::Value> = state

@@ -18,12 +18,13 @@ use super::pool_pass;
 use super::quiet;
 use super::routing::{self, Dependency, Dependent};
 use super::watches;
+use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::pool::{self as adapter, BootstrapSecret};
 use crate::adapters::{capi_owner_ref, cluster_name_label};
 use crate::capi::{self, Cluster, MachinePool};
 use crate::engine::decide::Membership;
-use crate::names::{WorkloadKind, state_suffix};
+use crate::names::state_suffix;
 
 /// What the pool's dependencies read.
 pub struct Deps {
@@ -41,19 +42,21 @@ fn dependent(obj: &TerraformMachinePool) -> Dependent {
     }
 }
 
-/// What the pass depends on beyond its owners: its own state, the
-/// TerraformCluster, the bootstrap data Secret and the variables sources.
-fn dependencies_of(
-    obj: &TerraformMachinePool,
-    mp: Option<&MachinePool>,
+/// What a machine's or pool's pass depends on beyond its owner (which names
+/// it): its own state, the Cluster of its cluster-name label, the
+/// TerraformCluster `tc`, the bootstrap data Secret `bootstrap` and its
+/// variables sources.
+pub(super) fn dependencies_of<K: Workload>(
+    obj: &K,
     tc: Option<&str>,
+    bootstrap: Option<&str>,
 ) -> BTreeSet<Dependency> {
     let ns = obj.namespace().unwrap_or_default();
     let mut deps = BTreeSet::from([Dependency::State {
         namespace: ns.clone(),
-        suffix: state_suffix(WorkloadKind::MachinePool, &ns, &obj.name_any()),
+        suffix: state_suffix(K::KIND, &ns, &obj.name_any()),
     }]);
-    if let Some(name) = cluster_name_label(&obj.metadata) {
+    if let Some(name) = cluster_name_label(obj.meta()) {
         deps.insert(Dependency::Cluster {
             namespace: ns.clone(),
             name: name.to_owned(),
@@ -65,15 +68,13 @@ fn dependencies_of(
             name: name.to_owned(),
         });
     }
-    if let Some(name) =
-        mp.and_then(|mp| mp.spec.template.spec.bootstrap.data_secret_name.as_deref())
-    {
+    if let Some(name) = bootstrap {
         deps.insert(Dependency::Secret {
             namespace: ns.clone(),
             name: name.to_owned(),
         });
     }
-    deps.extend(routing::variables_sources(&ns, &obj.spec.workspace));
+    deps.extend(routing::variables_sources(&ns, obj.workspace()));
     deps
 }
 
@@ -94,8 +95,13 @@ async fn dependencies(ctx: &Context, obj: &TerraformMachinePool) -> Result<Deps,
         .and_then(|name| watches::get(&stores.clusters, &capi::cluster_resource(), &ns, name))
         .and_then(|d| Cluster::from_dynamic(&d).ok());
     let tc_name = cluster.as_ref().and_then(adapter::terraform_cluster_name);
-    ctx.dependents
-        .record(dependent(obj), dependencies_of(obj, mp.as_ref(), tc_name));
+    let bootstrap_name = mp
+        .as_ref()
+        .and_then(|mp| mp.spec.template.spec.bootstrap.data_secret_name.as_deref());
+    ctx.dependents.record(
+        dependent(obj),
+        dependencies_of(obj, tc_name, bootstrap_name),
+    );
     let tc = tc_name.and_then(|name| watches::get(&stores.terraform_clusters, &(), &ns, name));
     let bootstrap_name = mp
         .as_ref()

@@ -13,7 +13,6 @@ use std::time::{Duration, SystemTime};
 use captf_api::TerraformMachinePool;
 use captf_api::names::{conditions, events};
 use captf_contract::Role;
-use captf_contract::outputs::RoleOutputs;
 use kube::ResourceExt;
 
 use kube::runtime::controller::Action;
@@ -250,16 +249,7 @@ fn plan_inputs(
     let (Some(mp), Some(cluster)) = (&deps.mp, &deps.cluster) else {
         return None;
     };
-    let cluster_outputs = match &snap.cluster_state {
-        Some(Ok(s)) => match pass::decode_outputs(Role::Cluster, s) {
-            RoleOutputs::Cluster(d) if d.verdict.writable() => d
-                .outputs
-                .ok_or("the TerraformCluster's outputs are not valid"),
-            _ => Err("the TerraformCluster's outputs are not valid"),
-        },
-        Some(Err(_)) => Err("the TerraformCluster's state cannot be read"),
-        None => Err("no TerraformCluster"),
-    };
+    let cluster_outputs = pass::cluster_outputs(snap.cluster_state.as_ref());
     let cluster_state = match &cluster_outputs {
         Ok(o) => ClusterState::Outputs(o),
         Err(why) => ClusterState::Unreadable(why),
