@@ -98,7 +98,8 @@ build_tofu() {
 
 # The Cluster API parts tests run as processes, all from the one module version:
 #   bin/     the core manager, the kubeadm bootstrap and control plane managers, clusterctl
-#   crd/     every CRD they serve (core, kubeadm bootstrap, kubeadm control plane)
+#   crd/     every CRD they serve (core, kubeadm bootstrap, kubeadm control plane),
+#            and clusterctl's provider inventory CRD, which `clusterctl init` installs
 #   webhook/ each manager's webhook configurations (core.yaml, bootstrap.yaml, controlplane.yaml)
 CAPI_BINARIES="cluster-api-manager kubeadm-bootstrap-manager kubeadm-control-plane-manager clusterctl"
 capi_complete() {
@@ -106,6 +107,24 @@ capi_complete() {
   for b in $CAPI_BINARIES; do [ -x "$capi_dir/bin/$b" ] || return 1; done
   for b in core bootstrap controlplane; do [ -s "$capi_dir/webhook/$b.yaml" ] || return 1; done
   grep -q 'cluster.x-k8s.io/v1beta2: v1beta2' "$capi_dir/crd/bootstrap.cluster.x-k8s.io_kubeadmconfigs.yaml" 2>/dev/null
+}
+
+INVENTORY_CRD=clusterctl.cluster.x-k8s.io_providers.yaml
+# module_dir VERSION: the cluster-api module's folder in the Go module cache.
+capi_module_dir() {
+  local work; work=$(mktemp -d)
+  new_wrapper "$work"
+  (cd "$work" && go mod download -json "sigs.k8s.io/cluster-api@v$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  rm -rf "$work"
+}
+
+# copy_inventory_crd MODULE_DIR OUT: clusterctl's Provider CRD, which
+# `clusterctl move` reads in both management clusters.
+copy_inventory_crd() {
+  local src="$1/cmd/clusterctl/config/manifest/clusterctl-api.yaml"
+  [ -s "$src" ] || die "sigs.k8s.io/cluster-api has no cmd/clusterctl/config/manifest/clusterctl-api.yaml"
+  cp "$src" "$2/$INVENTORY_CRD"
+  chmod u+w "$2/$INVENTORY_CRD"
 }
 
 build_capi() {
@@ -137,6 +156,7 @@ build_capi() {
   [ -d "$dir/core/config/crd/bases" ] || die "sigs.k8s.io/cluster-api@v$v has no core/config/crd/bases"
   mkdir -p "$work/out/crd" "$work/out/webhook"
   cp "$dir"/core/config/crd/bases/*.yaml "$work/out/crd/"
+  copy_inventory_crd "$dir" "$work/out/crd"
   # The kubeadm providers' kustomizations label their CRDs with the contract
   # versions they implement (the topology controller reads the labels).
   local f
@@ -193,6 +213,11 @@ else
 fi
 
 capi_complete || build_capi
+# Caches built before the inventory CRD was an asset gain it without a rebuild.
+if [ ! -s "$capi_dir/crd/$INVENTORY_CRD" ]; then
+  log "adding clusterctl's inventory CRD to the Cluster API assets"
+  copy_inventory_crd "$(capi_module_dir "$CLUSTER_API_VERSION")" "$capi_dir/crd"
+fi
 [ -x "$kustomize_dir/kustomize" ] || build_kustomize
 
 printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize"

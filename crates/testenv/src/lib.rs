@@ -1,6 +1,8 @@
 //! Test harness: one real control plane per test binary (etcd,
 //! kube-apiserver, kube-controller-manager) with this project's and Cluster
-//! API's CRDs installed, and a namespace per test.
+//! API's CRDs installed, and a namespace per test. Tests that move objects
+//! between management clusters get a second, independent control plane
+//! from [`TestEnv::second`].
 //!
 //! ```no_run
 //! # async fn t() {
@@ -83,22 +85,30 @@ enum Cluster {
     Existing,
 }
 
-/// The cluster of this test binary.
+/// A cluster of this test binary.
 #[derive(Debug)]
 pub struct TestEnv {
     config: kube::Config,
     cluster: Cluster,
+    /// 0 for the binary's cluster ([`TestEnv::get`]), 1 for the second
+    /// ([`TestEnv::second`]).
+    index: usize,
+    /// The local Job executor, started on first use.
+    executor: OnceLock<executor::ImageMap>,
+    /// Whether Cluster API's managers started (once).
+    cluster_api: OnceLock<Result<(), String>>,
+    /// Their logs, for a failing test.
+    capi_logs: Mutex<Vec<(String, PathBuf)>>,
 }
 
 static ENV: OnceLock<Result<TestEnv, String>> = OnceLock::new();
-/// The running control plane, for the exit hook.
-static RUNNING: Mutex<Option<ControlPlane>> = Mutex::new(None);
+static SECOND: OnceLock<Result<TestEnv, String>> = OnceLock::new();
+/// The running control planes, for the exit hook.
+static RUNNING: Mutex<Vec<ControlPlane>> = Mutex::new(Vec::new());
 /// The Cluster API managers, for the exit hook.
 static CAPI_RUNNING: Mutex<Vec<process::Process>> = Mutex::new(Vec::new());
-/// Their logs, for a failing test.
-static CAPI_LOGS: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
-/// The local executor's work folder, removed by the exit hook.
-static EXECUTOR_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// The local executors' work folders, removed by the exit hook.
+static EXECUTOR_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 fn use_existing_cluster() -> bool {
     std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
@@ -119,10 +129,39 @@ impl TestEnv {
     /// start instead of panicking: for programs (the local demo) that
     /// report the failure themselves.
     pub async fn try_get() -> Result<&'static TestEnv, String> {
-        let env = tokio::task::spawn_blocking(|| ENV.get_or_init(start))
+        let env = tokio::task::spawn_blocking(|| ENV.get_or_init(|| start(0)))
             .await
             .map_err(|e| format!("starting the test environment panicked: {e}"))?;
         env.as_ref().map_err(Clone::clone)
+    }
+
+    /// A second control plane of its own (etcd, apiserver, controller
+    /// manager, the same CRDs), started on first use: the target of a
+    /// `clusterctl move`. Not available with `USE_EXISTING_CLUSTER`, which
+    /// names one cluster only.
+    pub async fn second() -> &'static TestEnv {
+        let env = tokio::task::spawn_blocking(|| {
+            SECOND.get_or_init(|| {
+                if use_existing_cluster() {
+                    return Err("a second management cluster needs the local control plane \
+                                (USE_EXISTING_CLUSTER names one cluster)"
+                        .to_owned());
+                }
+                start(1)
+            })
+        })
+        .await
+        .expect("starting the second control plane panicked");
+        match env {
+            Ok(env) => env,
+            Err(e) => panic!("second test environment unavailable: {e}"),
+        }
+    }
+
+    /// 0 for the binary's cluster, 1 for the second: for harness parts
+    /// that run once per cluster.
+    pub fn index(&self) -> usize {
+        self.index
     }
 
     /// A new client. Each test gets its own: a client is bound to the runtime
@@ -155,7 +194,11 @@ impl TestEnv {
     /// The last `lines` lines of each control-plane log and of each Cluster
     /// API manager's (empty for an existing cluster).
     pub fn logs(&self, lines: usize) -> String {
-        let managers = CAPI_LOGS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let managers = self
+            .capi_logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         match &self.cluster {
             Cluster::Local { logs, .. } => logs
                 .iter()
@@ -176,19 +219,24 @@ impl TestEnv {
     /// runs the pods of CAPTF Jobs (`captf.io/managed=true`); register the
     /// images they use with [`executor::ImageMap::insert`].
     pub fn executor(&'static self) -> &'static executor::ImageMap {
-        static EXECUTOR: OnceLock<executor::ImageMap> = OnceLock::new();
-        EXECUTOR.get_or_init(|| {
+        self.executor.get_or_init(|| {
             let images = executor::ImageMap::default();
             let url = self.config.cluster_url.clone();
             let node = executor::Node {
                 name: executor::NODE_NAME.to_owned(),
                 api_host: url.host().unwrap_or("127.0.0.1").to_owned(),
                 api_port: url.port_u16().unwrap_or(443),
-                work_dir: std::env::temp_dir()
-                    .join(format!("captf-executor-{}", std::process::id())),
+                work_dir: std::env::temp_dir().join(format!(
+                    "captf-executor-{}-{}",
+                    std::process::id(),
+                    self.index
+                )),
             };
             register_exit_hook();
-            *EXECUTOR_DIR.lock().unwrap_or_else(|p| p.into_inner()) = Some(node.work_dir.clone());
+            EXECUTOR_DIRS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(node.work_dir.clone());
             let (config, map) = (self.config.clone(), images.clone());
             std::thread::Builder::new()
                 .name("captf-local-executor".to_owned())
@@ -217,6 +265,10 @@ impl TestEnv {
     /// exits. Panics with the reason (a missing asset, a manager that
     /// failed, its log) when they cannot start. Against an existing cluster
     /// nothing is started: that cluster is expected to run Cluster API.
+    ///
+    /// The second control plane runs no node agent: the workload clusters of
+    /// the objects moved to it stay where their kubeconfig Secrets point,
+    /// the first control plane, whose agent keeps their nodes.
     pub async fn cluster_api(&'static self) -> ClusterApi {
         match self.try_cluster_api().await {
             Ok(c) => c,
@@ -227,9 +279,10 @@ impl TestEnv {
     /// Like [`TestEnv::cluster_api`], but returns why Cluster API could not
     /// start instead of panicking (for the local demo).
     pub async fn try_cluster_api(&'static self) -> Result<ClusterApi, String> {
-        static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
         tokio::task::spawn_blocking(move || {
-            STARTED.get_or_init(|| self.start_cluster_api()).clone()
+            self.cluster_api
+                .get_or_init(|| self.start_cluster_api())
+                .clone()
         })
         .await
         .map_err(|e| format!("starting Cluster API panicked: {e}"))??;
@@ -245,6 +298,7 @@ impl TestEnv {
         };
         let (kubeconfig, dir) = (kubeconfig.clone(), capi::root_dir(root));
         let config = self.config.clone();
+        let node_agent = self.index == 0;
         let (tx, rx) = std::sync::mpsc::channel();
         // Like the control plane's, this thread outlives its processes (they
         // die with it); it goes on to run the node agent.
@@ -258,10 +312,10 @@ impl TestEnv {
                 rt.block_on(async move {
                     let client =
                         kube::Client::try_from(config).expect("client from a valid config");
-                    let started = start_managers(&client, &kubeconfig, &dir).await;
+                    let started = start_managers(self, &client, &kubeconfig, &dir).await;
                     let ok = started.is_ok();
                     let _ = tx.send(started.map_err(|e| e.to_string()));
-                    if ok {
+                    if ok && node_agent {
                         nodes::run(client).await;
                     }
                 });
@@ -278,13 +332,28 @@ impl TestEnv {
     /// test is failing (panicking) at that point, the control plane's logs
     /// are printed with the failure.
     pub async fn namespace(&'static self) -> TestNamespace {
+        self.create_namespace(ObjectMeta {
+            generate_name: Some("captf-test-".to_owned()),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// A namespace of the given name (the one a test uses in another
+    /// cluster), deleted when the guard drops.
+    pub async fn namespace_named(&'static self, name: &str) -> TestNamespace {
+        self.create_namespace(ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        })
+        .await
+    }
+
+    async fn create_namespace(&'static self, metadata: ObjectMeta) -> TestNamespace {
         let client = self.client();
         let api: Api<Namespace> = Api::all(client.clone());
         let ns = Namespace {
-            metadata: ObjectMeta {
-                generate_name: Some("captf-test-".to_owned()),
-                ..Default::default()
-            },
+            metadata,
             ..Default::default()
         };
         let created = api
@@ -302,12 +371,17 @@ impl TestEnv {
     }
 }
 
-async fn start_managers(client: &kube::Client, kubeconfig: &Path, dir: &Path) -> Result<(), Error> {
+async fn start_managers(
+    env: &TestEnv,
+    client: &kube::Client,
+    kubeconfig: &Path,
+    dir: &Path,
+) -> Result<(), Error> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     for component in capi::COMPONENTS {
         let process = capi::start(component, client, kubeconfig, dir).await?;
-        CAPI_LOGS
+        env.capi_logs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((process.name.clone(), process.log.clone()));
@@ -428,8 +502,9 @@ impl Drop for TestNamespace {
     }
 }
 
-/// Starts (or connects to) the cluster and installs the CRDs. Runs once.
-fn start() -> Result<TestEnv, String> {
+/// Starts (or connects to) cluster `index` and installs the CRDs. Runs once
+/// per cluster.
+fn start(index: usize) -> Result<TestEnv, String> {
     if use_existing_cluster() {
         return start_existing().map_err(|e| e.to_string());
     }
@@ -443,7 +518,7 @@ fn start() -> Result<TestEnv, String> {
                 .enable_all()
                 .build()
                 .expect("a runtime for the control plane");
-            let result = rt.block_on(start_local());
+            let result = rt.block_on(start_local(index));
             let _ = tx.send(result.map_err(|e| e.to_string()));
             loop {
                 std::thread::park();
@@ -454,7 +529,7 @@ fn start() -> Result<TestEnv, String> {
         .map_err(|_| "the control-plane thread ended without a result".to_owned())?
 }
 
-async fn start_local() -> Result<TestEnv, Error> {
+async fn start_local(index: usize) -> Result<TestEnv, Error> {
     let root = tempfile::Builder::new()
         .prefix("captf-testenv-")
         .tempdir()
@@ -479,19 +554,33 @@ async fn start_local() -> Result<TestEnv, Error> {
         .map(|p| (p.name.clone(), p.log.clone()))
         .collect();
     let pids = cp.processes.iter().map(|p| p.pid()).collect();
-    *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = Some(cp);
+    RUNNING.lock().unwrap_or_else(|p| p.into_inner()).push(cp);
     let config = control_plane::config_from(&kubeconfig).await?;
     install_crds(&config).await?;
-    Ok(TestEnv {
+    Ok(TestEnv::new(
         config,
-        cluster: Cluster::Local {
+        Cluster::Local {
             kubeconfig,
             inline_kubeconfig,
             root,
             logs,
             pids,
         },
-    })
+        index,
+    ))
+}
+
+impl TestEnv {
+    fn new(config: kube::Config, cluster: Cluster, index: usize) -> TestEnv {
+        TestEnv {
+            config,
+            cluster,
+            index,
+            executor: OnceLock::new(),
+            cluster_api: OnceLock::new(),
+            capi_logs: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 fn start_existing() -> Result<TestEnv, Error> {
@@ -504,19 +593,28 @@ fn start_existing() -> Result<TestEnv, Error> {
             .await
             .map_err(|e| Error::Kubeconfig(e.to_string()))?;
         install_crds(&config).await?;
-        Ok(TestEnv {
-            config,
-            cluster: Cluster::Existing,
-        })
+        Ok(TestEnv::new(config, Cluster::Existing, 0))
     })
 }
 
+/// Cluster API's CRDs (with clusterctl's inventory CRD) and ours, each
+/// labelled `clusterctl.cluster.x-k8s.io` the way `clusterctl init` labels
+/// what it installs: `clusterctl move` discovers the kinds it moves by it.
 async fn install_crds(config: &kube::Config) -> Result<(), Error> {
     let client = kube::Client::try_from(config.clone())?;
     let mut all = crds::read_dir(&assets::capi_crds()?)?;
     all.extend(crds::read_dir(&assets::project_crds())?);
+    for crd in &mut all {
+        crd.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(CLUSTERCTL_LABEL.to_owned(), String::new());
+    }
     crds::install(&client, &all).await
 }
+
+/// The label `clusterctl init` puts on every object it installs.
+pub const CLUSTERCTL_LABEL: &str = "clusterctl.cluster.x-k8s.io";
 
 fn register_exit_hook() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -536,13 +634,14 @@ extern "C" fn stop_at_exit() {
     for mut p in managers.into_iter().rev() {
         p.stop(std::time::Duration::from_secs(5));
     }
-    let running = RUNNING.lock().ok().and_then(|mut r| r.take());
-    if let Some(mut cp) = running {
+    let running = std::mem::take(&mut *RUNNING.lock().unwrap_or_else(|p| p.into_inner()));
+    for mut cp in running {
         cp.stop();
         let _ = std::fs::remove_dir_all(&cp.root);
     }
-    let executor_dir = EXECUTOR_DIR.lock().ok().and_then(|mut d| d.take());
-    if let Some(dir) = executor_dir {
+    let executor_dirs =
+        std::mem::take(&mut *EXECUTOR_DIRS.lock().unwrap_or_else(|p| p.into_inner()));
+    for dir in executor_dirs {
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -10,7 +10,9 @@
 //! list), so the agent leaves those alone. What it does remove is what a
 //! cloud's node lifecycle controller would: the nodes of instances that are
 //! gone, known here by the object that reported them being deleted (its
-//! destroy has run).
+//! destroy has run). An object that `clusterctl move` deletes from this
+//! cluster (annotated `clusterctl.cluster.x-k8s.io/delete-for-move`) has not
+//! destroyed anything: its instances, and so their nodes, stay.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -23,6 +25,9 @@ use serde_json::json;
 
 /// Label on every node the agent registers.
 pub const AGENT_LABEL: &str = "captf.io/test-node-agent";
+
+/// What `clusterctl move` puts on the objects it deletes from the source.
+const DELETE_FOR_MOVE: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 
 fn infrastructure(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
@@ -148,6 +153,14 @@ pub async fn run(client: kube::Client) {
             Ok(watcher::Event::Delete(o)) => {
                 let uid = o.metadata.uid.clone().unwrap_or_default();
                 let mut gone = reported.remove(&uid).unwrap_or_default();
+                let moved = o
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(DELETE_FOR_MOVE));
+                if moved {
+                    continue;
+                }
                 gone.extend(provider_ids(&o));
                 for id in gone {
                     match remove(&nodes, &id).await {

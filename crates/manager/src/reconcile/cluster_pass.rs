@@ -155,7 +155,7 @@ pub fn plan(
         return close(effects, None, Some(DEPENDENTS_REQUEUE));
     }
     let read = &snap.stored.read;
-    next_op::settle_adopted_state(p, read, current.as_ref());
+    next_op::settle_adopted_state(p, read, current.as_ref().map(|c| c.hash.as_str()));
     let decision = next_op::decide_op(
         obj,
         p,

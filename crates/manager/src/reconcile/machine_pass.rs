@@ -153,7 +153,18 @@ pub fn plan(
         inputs_applied::set(p, &view, None);
         return Ok(close(effects, None, Some(DEPENDENCIES_REQUEUE)));
     }
-    next_op::settle_adopted_state(p, read, current.as_ref());
+    // A provisioned machine's inputs are the ones pinned at its first apply.
+    let pinned = snap
+        .stored
+        .applied
+        .as_ref()
+        .map(|r| r.meta.inputs_hash.as_str());
+    let current_hash = match &current {
+        Some(c) => Some(c.hash.as_str()),
+        None if outputs.provisioned => pinned,
+        None => None,
+    };
+    next_op::settle_adopted_state(p, read, current_hash);
     if outputs.definite {
         // The apply's own outputs gave a definite reading: no refresh after it.
         p.shared.after_apply_refresh = false;

@@ -48,11 +48,12 @@ pub(super) fn last_success(records: &[JobRecord], op: Op) -> Option<SystemTime> 
 
 /// `ApplyJobSucceeded` of an object that has no apply of its own yet but
 /// whose state (adopted after a Retain, or moved with it) was applied from
-/// exactly its current inputs: nothing is due, so say it is applied.
+/// exactly the inputs it has now (`current_hash`: the rendered inputs, or a
+/// provisioned machine's pinned ones): nothing is due, so say it is applied.
 pub fn settle_adopted_state(
     p: &mut OpenPass,
     read: &Result<StateSummary, StateError>,
-    current: Option<&Rendered>,
+    current_hash: Option<&str>,
 ) {
     let no_apply_yet = p
         .draft
@@ -64,7 +65,7 @@ pub fn settle_adopted_state(
         .iter()
         .any(|o| matches!(o.record.op, Op::Apply | Op::Plan | Op::Destroy));
     let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
-    if no_apply_yet && no_jobs && current.is_some_and(|c| Some(c.hash.as_str()) == state_hash) {
+    if no_apply_yet && no_jobs && current_hash.is_some() && current_hash == state_hash {
         p.draft.set(
             conditions::APPLY_JOB_SUCCEEDED,
             &ConditionValue {

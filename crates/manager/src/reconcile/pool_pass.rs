@@ -115,7 +115,7 @@ pub fn plan(
         inputs_applied::set(p, &view, None);
         return Ok(close(effects, None, Some(DEPENDENCIES_REQUEUE)));
     }
-    next_op::settle_adopted_state(p, read, current.as_ref());
+    next_op::settle_adopted_state(p, read, current.as_ref().map(|c| c.hash.as_str()));
     let gate = guard.as_ref().map_or(ApplyGate::Open, ExportsGuard::gate);
     let decision = next_op::decide_op(
         obj,

@@ -9,12 +9,15 @@ use std::time::Duration;
 use captf_manager::webhook::{self, WebhookConfig};
 use captf_testenv::TestEnv;
 
-/// Starts the server and registers the webhooks, once per test binary.
+/// Starts the server and registers the webhooks, once per cluster of the
+/// test binary.
 pub async fn serve_our_webhooks(env: &'static TestEnv) {
-    static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
-    let started = tokio::task::spawn_blocking(move || STARTED.get_or_init(|| start(env)).clone())
-        .await
-        .unwrap();
+    static STARTED: [OnceLock<Result<(), String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let started = tokio::task::spawn_blocking(move || {
+        STARTED[env.index()].get_or_init(|| start(env)).clone()
+    })
+    .await
+    .unwrap();
     if let Err(e) = started {
         panic!("serving this provider's webhooks: {e}");
     }
