@@ -12,7 +12,7 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use captf_api::{TerraformCluster, TerraformMachinePool};
+use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use captf_manager::capi;
 use captf_testenv::{TestEnv, TestNamespace, eventually};
 use k8s_openapi::api::batch::v1::Job;
@@ -440,6 +440,58 @@ async fn cluster_class(ns: &TestNamespace) {
         .unwrap();
 }
 
+/// Waits until the topology's one pool reports `replicas` members and its
+/// MachinePool counts as many ready replicas from matched Nodes.
+async fn topology_pool_matched(ns: &TestNamespace, replicas: usize) -> TerraformMachinePool {
+    let pools = ns.api::<TerraformMachinePool>();
+    let last = std::sync::Mutex::new(String::new());
+    eventually(
+        &format!("the topology's pool matched to {replicas} nodes"),
+        300,
+        || async {
+            let pool = pools
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .next()?;
+            let mp = machine_pools(ns)
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .next()?;
+            let ours = pool.spec.provider_id_list.clone().unwrap_or_default().len();
+            let listed = mp.data["spec"]["providerIDList"]
+                .as_array()
+                .map_or(0, Vec::len);
+            let ready = mp.data["status"]["deprecated"]["v1beta1"]["readyReplicas"]
+                .as_i64()
+                .unwrap_or(0);
+            let seen = format!(
+                "ours={ours} listed={listed} ready={ready} conditions={:?}",
+                pool.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .map(|cs| cs
+                        .iter()
+                        .filter(|c| c.status != "True")
+                        .map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
+                        .collect::<Vec<_>>())
+            );
+            let mut l = last.lock().unwrap();
+            if *l != seen {
+                eprintln!("topology pool: {seen}");
+                *l = seen;
+            }
+            (ours == replicas && listed == replicas && ready == replicas as i64).then_some(pool)
+        },
+    )
+    .await
+}
+
 fn exported_zone(tc: &TerraformCluster) -> Option<String> {
     tc.status.as_ref()?.exports.as_ref()?["zone"]
         .as_str()
@@ -544,51 +596,77 @@ async fn a_cluster_class_topology_creates_our_objects_from_our_templates() {
         json!(module_ref("machine", ns.name()))
     );
 
-    // The topology's MachinePool gets its TerraformMachinePool from our
-    // template. This is where the real parts stop: the pool's bootstrap data
-    // comes from the kubeadm bootstrap provider, which writes a join
-    // configuration only once the control plane is initialized, and the
-    // control plane's machines (TerraformMachines) are not provisioned by
-    // this provider yet, so the pool waits for its bootstrap data.
-    let pools = ns.api::<TerraformMachinePool>();
-    let pool = eventually(
-        "the TerraformMachinePool to wait for its bootstrap data",
-        120,
+    // The control plane's machine runs on our machine module: the node
+    // agent registers its Node and plays `kubeadm init` for it, so the
+    // kubeadm control plane provider marks the control plane initialized.
+    let tms = ns.api::<TerraformMachine>();
+    let cp = eventually(
+        "the control plane's TerraformMachine provisioned",
+        240,
         || async {
-            let listed = pools.list(&ListParams::default()).await;
-            let pool = listed.ok()?.items.into_iter().next()?;
-            let waiting =
-                pool.status.as_ref()?.conditions.as_ref()?.iter().any(|c| {
-                    c.type_ == "DependenciesReady" && c.reason == "WaitingForBootstrapData"
-                });
-            waiting.then_some(pool)
+            let tm = tms
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .next()?;
+            tm.status
+                .as_ref()?
+                .workspace
+                .initialization
+                .as_ref()?
+                .provisioned?
+                .then_some(tm)
         },
     )
     .await;
+    assert!(owner_kinds(&cp.metadata).contains(&"Machine".to_owned()));
+    eventually("the control plane initialized", 180, || async {
+        let kcp = kcps.get(kcp.metadata.name.as_deref()?).await.ok()?;
+        (kcp.data["status"]["initialization"]["controlPlaneInitialized"] == json!(true))
+            .then_some(())
+    })
+    .await;
+
+    // The topology's MachinePool gets its TerraformMachinePool from our
+    // template and, once the bootstrap provider writes its join data,
+    // converges with Cluster API matching both members to Nodes.
+    let pool = topology_pool_matched(&ns, 2).await;
     assert!(owner_kinds(&pool.metadata).contains(&"MachinePool".to_owned()));
     assert_eq!(
         pool.spec.workspace.source.image,
         module_ref("machinepool", ns.name())
     );
-    let mp = machine_pools(&ns)
-        .get(
-            pool.metadata
-                .owner_references
-                .as_ref()
-                .unwrap()
-                .iter()
-                .find(|o| o.kind == "MachinePool")
-                .unwrap()
-                .name
-                .as_str(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(mp.data["spec"]["replicas"], json!(2));
+    let mp_name = pool
+        .metadata
+        .owner_references
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|o| o.kind == "MachinePool")
+        .unwrap()
+        .name
+        .clone();
+    let mp = machine_pools(&ns).get(&mp_name).await.unwrap();
     assert_eq!(
         mp.data["spec"]["template"]["spec"]["bootstrap"]["configRef"]["kind"],
         json!("KubeadmConfig")
     );
+
+    // A topology replicas change reaches the module: the topology controller
+    // scales the MachinePool, and the pool applies a third member.
+    clusters(&ns)
+        .patch(
+            "topo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"topology": {"workers": {"machinePools": [
+                {"class": "default", "name": "workers", "replicas": 3}]}}}})),
+        )
+        .await
+        .unwrap();
+    let pool = topology_pool_matched(&ns, 3).await;
+    assert_eq!(pool.status.as_ref().and_then(|s| s.replicas), Some(3));
 
     // Our template immutability holds for what the class references.
     let refused = infra(&ns, "TerraformClusterTemplate")

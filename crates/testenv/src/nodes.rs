@@ -13,12 +13,19 @@
 //! destroy has run). An object that `clusterctl move` deletes from this
 //! cluster (annotated `clusterctl.cluster.x-k8s.io/delete-for-move`) has not
 //! destroyed anything: its instances, and so their nodes, stay.
+//!
+//! For a control-plane machine (a TerraformMachine labelled
+//! `cluster.x-k8s.io/control-plane`, as the kubeadm control plane provider
+//! labels its machines) the agent also does the one thing of `kubeadm init`
+//! that Cluster API reads: the `kube-system/kubeadm-config` ConfigMap, by
+//! which the kubeadm control plane provider marks the control plane
+//! initialized (and so the bootstrap provider hands out join data).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -119,6 +126,40 @@ async fn register(nodes: &Api<Node>, provider_id: &str) -> Result<(), kube::Erro
     Ok(())
 }
 
+/// What `kubeadm init` leaves in the workload cluster that Cluster API's
+/// kubeadm control plane provider reads; an existing one is kept.
+async fn kubeadm_init(client: &kube::Client) -> Result<(), kube::Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "kube-system"}}))
+        .expect("a static namespace");
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e),
+    }
+    let config: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
+        "data": {"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n\
+            clusterName: kubernetes\nkubernetesVersion: v1.37.2\n\
+            networking:\n  serviceSubnet: 10.0.0.0/24\n  dnsDomain: cluster.local\n"},
+    }))
+    .expect("a static config map");
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    match maps.create(&PostParams::default(), &config).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A control-plane machine: only machines carry the label.
+fn is_control_plane(obj: &DynamicObject) -> bool {
+    obj.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key("cluster.x-k8s.io/control-plane"))
+}
+
 /// Deletes the node of an instance that is gone; an absent node is fine.
 async fn remove(nodes: &Api<Node>, provider_id: &str) -> Result<(), kube::Error> {
     match nodes
@@ -145,6 +186,7 @@ pub async fn run(client: kube::Client) {
         watch("TerraformMachine", "terraformmachines"),
     );
     let mut registered: HashSet<String> = HashSet::new();
+    let mut initialized = false;
     // uid of a pool or machine -> every provider ID it has reported.
     let mut reported: HashMap<String, HashSet<String>> = HashMap::new();
     while let Some(event) = events.next().await {
@@ -180,7 +222,14 @@ pub async fn run(client: kube::Client) {
             }
         };
         let uid = obj.metadata.uid.clone().unwrap_or_default();
-        for id in provider_ids(&obj) {
+        let ids = provider_ids(&obj);
+        if !ids.is_empty() && is_control_plane(&obj) && !initialized {
+            match kubeadm_init(&client).await {
+                Ok(()) => initialized = true,
+                Err(e) => eprintln!("[node-agent] writing kube-system/kubeadm-config: {e}"),
+            }
+        }
+        for id in ids {
             reported.entry(uid.clone()).or_default().insert(id.clone());
             if registered.contains(&id) {
                 continue;
