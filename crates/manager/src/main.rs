@@ -116,6 +116,14 @@ struct Flags {
     /// on; empty allows every registry passing the address check.
     #[arg(long, value_delimiter = ',', value_parser = registry_host)]
     image_inspect_allowed_registries: Vec<String>,
+    /// Unfinished Jobs across the manager (0: no cap).
+    #[arg(long, default_value_t = captf_manager::reconcile::DEFAULT_MAX_ACTIVE_JOBS)]
+    max_active_jobs: u32,
+    /// Unfinished Jobs of one cluster, its machines' and pools' included,
+    /// unless its `spec.maxActiveJobs` says otherwise (0: no cap).
+    #[arg(long, default_value_t = captf_api::effective::DEFAULT_CLUSTER_MAX_ACTIVE_JOBS as u32,
+          value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
+    cluster_max_active_jobs: u32,
 }
 
 /// A `host[:port]` entry of `--image-inspect-allowed-registries`.
@@ -216,6 +224,11 @@ impl Flags {
             (
                 "image-inspect-allowed-registries",
                 self.image_inspect_allowed_registries.join(","),
+            ),
+            ("max-active-jobs", self.max_active_jobs.to_string()),
+            (
+                "cluster-max-active-jobs",
+                self.cluster_max_active_jobs.to_string(),
             ),
         ]
     }
@@ -342,6 +355,8 @@ async fn run(flags: Flags) -> Result<(), String> {
     config.runner_events = flags.runner_events;
     config.defaults.drift_interval_seconds =
         i32::try_from(flags.drift_default_interval.as_secs()).unwrap_or(i32::MAX);
+    config.max_active_jobs = flags.max_active_jobs;
+    config.defaults.cluster_max_active_jobs = flags.cluster_max_active_jobs as i32;
     config.image_inspect = captf_lint::image::inspect::Policy {
         allow_private: flags.image_inspect_allow_private_registries,
         allowed_registries: flags.image_inspect_allowed_registries.clone(),

@@ -8,3 +8,4 @@ pub mod job_conditions;
 pub mod lag;
 pub mod preamble;
 pub mod ready;
+pub mod slots;

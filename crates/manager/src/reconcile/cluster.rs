@@ -86,6 +86,7 @@ fn settings(
         after_apply_refresh: false,
         health_interval: None,
         retain: eff.deletion_policy == DeletionPolicy::Retain,
+        cluster_max_active_jobs: eff.max_active_jobs.max(0) as u32,
     }
 }
 

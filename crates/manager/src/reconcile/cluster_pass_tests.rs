@@ -91,6 +91,7 @@ fn open_pass(obj: &TerraformCluster, deleting: bool, now: SystemTime) -> OpenPas
         after_apply_refresh: false,
         health_interval: None,
         retain: false,
+        cluster_max_active_jobs: 20,
     };
     let loaded = Loaded {
         jobs: Vec::new(),

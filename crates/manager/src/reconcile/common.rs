@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use captf_api::common::IdentityReference;
-use captf_api::effective::EffectiveJobPolicy;
+use captf_api::effective::{self, EffectiveJobPolicy};
 use captf_api::names::{annotations, conditions, events, reasons};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -47,6 +47,18 @@ pub struct PassSettings {
     pub health_interval: Option<Duration>,
     /// `deletionPolicy: Retain` is in effect.
     pub retain: bool,
+    /// Unfinished Jobs the object's cluster may have (0: no cap).
+    pub cluster_max_active_jobs: u32,
+}
+
+/// The Job limit of a machine's or pool's cluster: its TerraformCluster's
+/// `spec.maxActiveJobs`, else `--cluster-max-active-jobs`.
+pub fn cluster_job_limit(ctx: &Context, tc: Option<&captf_api::TerraformCluster>) -> u32 {
+    let limit = match tc {
+        Some(tc) => effective::cluster(&tc.spec, &ctx.config.defaults).max_active_jobs,
+        None => ctx.config.defaults.cluster_max_active_jobs,
+    };
+    limit.max(0) as u32
 }
 
 /// Current inputs, rendered.

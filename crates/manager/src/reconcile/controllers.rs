@@ -91,6 +91,35 @@ fn wake<K: Resource<DynamicType = ()>>(
     refs
 }
 
+/// The objects of `kind` the Job slots let go next, when a slot frees:
+/// their quiet pass no longer holds either.
+fn slot_wakes<K: Resource<DynamicType = ()> + 'static>(
+    ctx: &Context,
+    kind: &'static str,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    use tokio::sync::broadcast::error::RecvError;
+    let quiet = ctx.quiet.clone();
+    let keys = futures::stream::unfold(ctx.slots.woken(), |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(key) => return Some((key, rx)),
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    keys.filter_map(move |key| {
+        let mut parts = key.splitn(3, '/');
+        let found = match (parts.next(), parts.next(), parts.next()) {
+            (Some(k), Some(ns), Some(name)) if k == kind => {
+                wake(&quiet, kind, vec![ObjectRef::<K>::new(name).within(ns)]).pop()
+            }
+            _ => None,
+        };
+        futures::future::ready(found)
+    })
+}
+
 /// One handle on the quiet passes per mapper of a controller.
 fn quiet_handles(ctx: &Context) -> [QuietPasses; 8] {
     std::array::from_fn(|_| ctx.quiet.clone())
@@ -147,6 +176,13 @@ fn job_stream(
     controller: &'static str,
 ) -> impl futures::Stream<Item = Result<Job, watcher::Error>> + Send + use<> {
     let events = watcher::watcher(api::<Job>(ctx), managed_jobs()).default_backoff();
+    // One watch keeps the Job slots' count: the cluster controller's.
+    let slots = (controller == CLUSTERS).then(|| ctx.slots.clone());
+    let events = events.inspect(move |e| {
+        if let (Some(slots), Ok(e)) = (&slots, e) {
+            slots.observe(e);
+        }
+    });
     watches::filtered(
         events,
         ChangeFilter::new(routing::job_event_wakes),
@@ -390,6 +426,7 @@ pub async fn run_clusters(
                 .collect::<Vec<_>>();
             wake(&q7, kind, refs)
         })
+        .reconcile_on(slot_wakes::<TerraformCluster>(&ctx, kind))
         .graceful_shutdown_on(shutdown)
         .run(
             super::cluster::reconcile,
@@ -538,6 +575,7 @@ async fn run_owned<K, F, Fut>(
             };
             wake(&q7, kind, refs(&d6, &dep, kind))
         })
+        .reconcile_on(slot_wakes::<K>(&ctx, kind))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy::<K>, ctx)
         .for_each(|res| count_pass(&metrics, controller, res))

@@ -139,6 +139,10 @@ pub async fn start_job<K: Workload>(
     now: SystemTime,
 ) -> Result<Action, Error> {
     let op = req.op;
+    // Slots come before any event of the start and before any lease.
+    if let Some(requeue) = super::slots::wait_for_slot(ctx, obj, p, op).await {
+        return close(ctx, obj, p, Some(requeue)).await;
+    }
     let records = p.loaded.records();
     if decision.reason == Reason::InputsChanged {
         ctx.metrics.inputs_hash_changed(K::KIND.kind());
@@ -187,9 +191,16 @@ pub async fn start_job<K: Workload>(
         runner_events: ctx.config.runner_events,
     };
     let planned = plan_start(obj, &records, req, &config);
-    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await?;
+    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await;
+    if !matches!(outcome, Ok(StartOutcome::Started { .. })) {
+        ctx.slots.release(&super::slots::object_key(obj));
+    }
+    let outcome = outcome?;
     let requeue = match outcome {
         StartOutcome::Started { job } => {
+            let ns = obj.namespace().unwrap_or_default();
+            let key = super::slots::object_key(obj);
+            ctx.slots.started(&key, &ns, &job, &p.shared.cluster_name);
             // The Job runs: close keeps block-move and activeJob.
             p.active = Some(JobRecord {
                 name: job,

@@ -111,6 +111,7 @@ fn settings(
         after_apply_refresh: true,
         health_interval,
         retain: eff.deletion_policy == Some(DeletionPolicy::Retain),
+        cluster_max_active_jobs: common::cluster_job_limit(ctx, deps.tc.as_ref()),
     };
     (settings, eff)
 }

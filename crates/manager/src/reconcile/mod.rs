@@ -32,6 +32,7 @@ pub mod pool_pass;
 pub mod quiet;
 pub mod retain;
 pub mod routing;
+pub mod slots;
 pub mod status;
 pub mod watches;
 pub mod workload;
@@ -59,7 +60,13 @@ pub struct Config {
     /// (`--image-inspect-allow-private-registries`,
     /// `--image-inspect-allowed-registries`).
     pub image_inspect: captf_lint::image::inspect::Policy,
+    /// Unfinished Jobs across the manager (`--max-active-jobs`; 0: no cap).
+    /// A cluster's own limit is `defaults.cluster_max_active_jobs`.
+    pub max_active_jobs: u32,
 }
+
+/// Default of `--max-active-jobs`.
+pub const DEFAULT_MAX_ACTIVE_JOBS: u32 = 200;
 
 /// How many passes of each kind run at once (0 is never configured: the
 /// flags refuse it).
@@ -94,6 +101,7 @@ impl Config {
             namespace: None,
             concurrency: Concurrency::default(),
             image_inspect: Default::default(),
+            max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
         }
     }
 }
@@ -127,6 +135,8 @@ pub struct Context {
     pub quiet_passes: PassCounter,
     /// Failed image inspections of machine templates, for their backoff.
     pub inspections: machine_template::Inspections,
+    /// Unfinished Jobs and the objects waiting for a slot.
+    pub slots: slots::JobSlots,
 }
 
 /// The resourceVersion a pass's own last write to its object returned,
@@ -210,6 +220,7 @@ impl Context {
             passes: PassCounter::default(),
             quiet_passes: PassCounter::default(),
             inspections: Default::default(),
+            slots: Default::default(),
         }
     }
 }

@@ -175,6 +175,7 @@ fn settings(ctx: &Context, obj: &TerraformMachinePool, deps: &Deps) -> PassSetti
         after_apply_refresh: true,
         health_interval: None,
         retain: eff.deletion_policy == DeletionPolicy::Retain,
+        cluster_max_active_jobs: common::cluster_job_limit(ctx, deps.tc.as_ref()),
     }
 }
 

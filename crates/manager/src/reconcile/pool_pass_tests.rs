@@ -143,6 +143,7 @@ fn open_pass(obj: &TerraformMachinePool, deps: &Deps, now: SystemTime) -> OpenPa
         after_apply_refresh: true,
         health_interval: None,
         retain: false,
+        cluster_max_active_jobs: 20,
     };
     let loaded = Loaded {
         jobs: Vec::new(),

@@ -166,6 +166,7 @@ pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, imag
     env.executor().insert(reference, image);
 }
 pub mod faults;
+pub mod many_pools;
 pub mod moving;
 pub mod pools;
 pub mod requests;
