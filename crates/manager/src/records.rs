@@ -64,6 +64,11 @@ pub struct RecordMeta {
     pub identity_kind: Option<String>,
     /// The Job these inputs belong to.
     pub job: Option<String>,
+    /// `captf.io/unconfirmed-apply` (attempt record only): an apply Job whose
+    /// outcome is unknown, because it vanished while running or ended
+    /// without a result after its runner started. It may have changed
+    /// infrastructure that no state records.
+    pub unconfirmed_apply: Option<String>,
 }
 
 /// What a pool's attempt record keeps about the cluster's exports (the
@@ -171,6 +176,7 @@ impl InputsRecord {
             (annotations::IDENTITY, &m.identity),
             (annotations::IDENTITY_KIND, &m.identity_kind),
             (annotations::JOB, &m.job),
+            (annotations::UNCONFIRMED_APPLY, &m.unconfirmed_apply),
             (annotations::APPLIED_CLUSTER_OUTPUTS_HASH, &x.applied_hash),
             (annotations::PENDING_CLUSTER_OUTPUTS, &x.pending),
             (annotations::PARTIAL_CLUSTER_OUTPUTS, &x.partial),
@@ -208,6 +214,7 @@ impl InputsRecord {
                 identity: optional(annotations::IDENTITY),
                 identity_kind: optional(annotations::IDENTITY_KIND),
                 job: optional(annotations::JOB),
+                unconfirmed_apply: optional(annotations::UNCONFIRMED_APPLY),
             },
             exports: ExportsRecord {
                 applied: data
@@ -240,10 +247,27 @@ impl InputsRecord {
             meta: RecordMeta {
                 image_digest: digest,
                 job: Some(job.to_owned()),
+                unconfirmed_apply: None,
                 ..self.meta.clone()
             },
             exports: ExportsRecord::default(),
         }
+    }
+
+    /// The apply of the attempt record whose outcome is unknown, while it is
+    /// in force: until an apply that started after it (the attempt record
+    /// then names that apply and carries the mark on) succeeded, which makes
+    /// it the applied record's Job.
+    pub fn unconfirmed_in_force(
+        attempt: Option<&InputsRecord>,
+        applied: Option<&InputsRecord>,
+    ) -> Option<String> {
+        let attempt = attempt?;
+        let job = attempt.meta.unconfirmed_apply.as_deref()?;
+        let newer = attempt.meta.job.as_deref().filter(|j| *j != job);
+        let superseded =
+            newer.is_some_and(|n| applied.and_then(|a| a.meta.job.as_deref()) == Some(n));
+        (!superseded).then(|| job.to_owned())
     }
 
     /// The image a non-apply op runs: `repo@digest` when pinned, else the
@@ -271,8 +295,39 @@ mod tests {
                 identity: Some("oci-prod".into()),
                 identity_kind: None,
                 job: Some("captf-mp-pool-apply-a1-abcdef".into()),
+                unconfirmed_apply: None,
             },
             exports: ExportsRecord::default(),
+        }
+    }
+
+    #[test]
+    fn an_unknown_apply_holds_until_a_later_apply_succeeds() {
+        let with = |job: &str, unconfirmed: Option<&str>| {
+            let mut r = record();
+            r.meta.job = Some(job.into());
+            r.meta.unconfirmed_apply = unconfirmed.map(str::to_owned);
+            r
+        };
+        let x = Some("x");
+        let cases = [
+            // (attempt, applied, in force)
+            (None, None, None),
+            (Some(with("x", None)), None, None),
+            // x vanished: in force, whatever applied before it.
+            (Some(with("x", x)), None, x),
+            (Some(with("x", x)), Some(with("old", None)), x),
+            // y started after x and carries the mark on: in force until y
+            // is the applied record's Job.
+            (Some(with("y", x)), Some(with("old", None)), x),
+            (Some(with("y", x)), Some(with("y", None)), None),
+        ];
+        for (attempt, applied, want) in cases {
+            assert_eq!(
+                InputsRecord::unconfirmed_in_force(attempt.as_ref(), applied.as_ref()).as_deref(),
+                want,
+                "{attempt:?} {applied:?}"
+            );
         }
     }
 

@@ -21,6 +21,7 @@ fn record(hash: &str) -> InputsRecord {
             identity: None,
             identity_kind: None,
             job: Some("captf-mp-pool-apply-a1-abcdef".into()),
+            unconfirmed_apply: None,
         },
         exports: Default::default(),
     }

@@ -80,6 +80,40 @@ pub async fn read_record(
     }))
 }
 
+/// Sets (`Some`) or clears (`None`) the unknown-outcome mark on the attempt
+/// record `name`, rewriting it as its own field manager so a later rewrite
+/// removes the mark. Marking needs the record to name `job` (the apply
+/// whose outcome is unknown): a record rewritten for a newer apply keeps
+/// what it says. `Ok(false)`: no such record, or it names another Job.
+pub async fn set_unconfirmed(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    job: Option<&str>,
+) -> Result<bool, kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let Some(secret) = api.get_opt(name).await? else {
+        return Ok(false);
+    };
+    let meta = &secret.metadata;
+    let Ok(mut record) = InputsRecord::from_secret_parts(
+        secret.data.as_ref().unwrap_or(&BTreeMap::new()),
+        meta.annotations.as_ref().unwrap_or(&BTreeMap::new()),
+    ) else {
+        return Ok(false);
+    };
+    if job.is_some() && record.meta.job.as_deref() != job {
+        return Ok(false);
+    }
+    let Some(owner) = meta.owner_references.as_ref().and_then(|o| o.first()) else {
+        return Ok(false);
+    };
+    record.meta.unconfirmed_apply = job.map(str::to_owned);
+    let labels = meta.labels.clone().unwrap_or_default();
+    write_record(client, namespace, name, &record, owner, labels).await?;
+    Ok(true)
+}
+
 /// Makes sure the default runner ServiceAccount and its RoleBinding exist in
 /// `namespace` (the ClusterRole comes with the manager's manifests).
 pub async fn ensure_runner_rbac(client: &kube::Client, namespace: &str) -> Result<(), kube::Error> {

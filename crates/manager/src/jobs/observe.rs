@@ -69,6 +69,17 @@ pub fn source_container(pod: &Pod) -> (Option<String>, bool) {
     (message, pull_failed)
 }
 
+/// Whether the `source` container ever ran (its entrypoint is the runner):
+/// it runs, or it terminated.
+pub fn runner_started(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == "source"))
+        .and_then(|c| c.state.as_ref())
+        .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+}
+
 /// The `source` container's `imageID`, when the runtime reported one.
 pub fn source_image_id(pod: &Pod) -> Option<String> {
     pod.status
@@ -108,6 +119,29 @@ pub struct ObservedJob {
     /// The `source` container's `imageID` (`repo@sha256:...`), when its pod
     /// was read: the digest an apply pins.
     pub image_id: Option<String>,
+    /// A finished Job's pod was read (`false`: it is gone, or the Job was
+    /// bookkept and its pod is never read again).
+    pub pod_seen: bool,
+    /// Its runner started (the `source` container ran).
+    pub runner_started: bool,
+}
+
+impl ObservedJob {
+    /// An apply that failed without telling what it did: no readable result
+    /// although its runner started, or its pod is gone (an OOM kill, a lost
+    /// node). It may have changed infrastructure that no state records. An
+    /// apply whose image never pulled ran nothing.
+    pub fn outcome_unknown(&self) -> bool {
+        let failed = matches!(
+            self.record.outcome,
+            Outcome::Failed | Outcome::DeadlineExceeded | Outcome::Interrupted
+        );
+        self.record.op == Op::Apply
+            && failed
+            && self.result.is_none()
+            && !self.image_pull_failed
+            && (self.runner_started || !self.pod_seen)
+    }
 }
 
 /// Observes `job` and, when it finished and was not bookkept yet, its newest
@@ -198,6 +232,8 @@ pub fn observe(job: &Job, pod: Option<&Pod>) -> Option<ObservedJob> {
         result_error,
         image_pull_failed,
         image_id: pod.and_then(source_image_id),
+        pod_seen: pod.is_some(),
+        runner_started: pod.is_some_and(runner_started),
     })
 }
 
@@ -369,5 +405,46 @@ mod tests {
         let mut foreign = j.clone();
         foreign.metadata.labels = None;
         assert_eq!(observe(&foreign, None), None);
+    }
+
+    #[test]
+    fn an_apply_that_failed_without_a_result_after_its_runner_started_is_of_unknown_outcome() {
+        let killed = pod(None, None); // terminated, no message: no result
+        let reported = pod(Some(&result(None)), None);
+        let pulling = pod(None, Some("ErrImagePull"));
+        let cases = [
+            // (op, conditions, pod, unknown)
+            ("apply", failed("BackoffLimitExceeded"), Some(&killed), true),
+            ("apply", failed("DeadlineExceeded"), Some(&killed), true),
+            // The pod is gone (a lost node): nothing says it did not apply.
+            ("apply", failed("BackoffLimitExceeded"), None, true),
+            // A result tells what happened.
+            (
+                "apply",
+                failed("BackoffLimitExceeded"),
+                Some(&reported),
+                false,
+            ),
+            // The image never pulled: the runner never ran.
+            ("apply", failed("DeadlineExceeded"), Some(&pulling), false),
+            ("apply", complete(), Some(&reported), false),
+            // Only an apply changes infrastructure it may not record.
+            (
+                "refresh",
+                failed("BackoffLimitExceeded"),
+                Some(&killed),
+                false,
+            ),
+            (
+                "destroy",
+                failed("BackoffLimitExceeded"),
+                Some(&killed),
+                false,
+            ),
+        ];
+        for (op, conditions, pod, want) in cases {
+            let o = observe(&job(op, conditions.clone(), json!({})), pod).unwrap();
+            assert_eq!(o.outcome_unknown(), want, "{op} {conditions} {pod:?}");
+        }
     }
 }

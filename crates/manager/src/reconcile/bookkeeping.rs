@@ -20,7 +20,7 @@ use crate::engine::decide::Op;
 use crate::engine::history::{self, JobRecord, Outcome};
 use crate::engine::job_conditions::{ConditionValue, FinishedRun};
 use crate::io::leases::release;
-use crate::io::records::{read_record, write_record};
+use crate::io::records::{read_record, set_unconfirmed, write_record};
 use crate::io::state::adopt;
 use crate::jobs::observe::ObservedJob;
 use crate::leases::run_lease_name;
@@ -54,6 +54,8 @@ pub enum BookkeepingEffect {
     ReleaseRunLease { job: String },
     /// History pruning.
     DeleteJob { name: String },
+    /// The attempt record marks `job` as an apply whose outcome is unknown.
+    RecordUnconfirmed { job: String },
 }
 
 /// The plan: what the pass learned, and the writes that go before the
@@ -391,6 +393,10 @@ pub fn plan_bookkeeping(
                 },
             );
         }
+        if o.outcome_unknown() {
+            // It may have changed infrastructure no state records.
+            effects.push(BookkeepingEffect::RecordUnconfirmed { job: job.clone() });
+        }
         // The run is over: its per-run Secret and run lease go.
         effects.push(BookkeepingEffect::DeleteRunSecret { job: job.clone() });
         effects.push(BookkeepingEffect::ReleaseRunLease { job: job.clone() });
@@ -489,6 +495,10 @@ pub async fn execute_bookkeeping<K: Workload>(
             }
             BookkeepingEffect::ReleaseRunLease { job } => {
                 release(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+            }
+            BookkeepingEffect::RecordUnconfirmed { job } => {
+                let record = attempt_record_name(K::KIND, &obj.name_any());
+                set_unconfirmed(&ctx.client, &ns, &record, Some(job)).await?;
             }
             BookkeepingEffect::DeleteJob { name } => {
                 let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);

@@ -44,6 +44,8 @@ fn job(name: &str, op: Op, outcome: Outcome, t: u64, ann: Value) -> (Job, Observ
         result_error: None,
         image_pull_failed: false,
         image_id: Some("registry.example/m@sha256:abc".into()),
+        pod_seen: true,
+        runner_started: true,
     };
     (job, observed)
 }

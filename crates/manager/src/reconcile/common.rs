@@ -113,6 +113,9 @@ pub struct OpenPass {
     early_state: Option<Result<StateSummary, StateError>>,
     /// Whether the object carries the block-move annotation now.
     pub block_move: bool,
+    /// The apply whose outcome is unknown and still in force (set when the
+    /// records are read).
+    pub unconfirmed_apply: Option<String>,
     deleting: bool,
     pool: bool,
 }
@@ -148,6 +151,7 @@ impl OpenPass {
             credentials: Some(super::credentials::Verdict::Ready(None)),
             early_state: None,
             block_move: false,
+            unconfirmed_apply: None,
             deleting,
             pool,
         }
@@ -219,9 +223,31 @@ pub async fn read_stored<K: Workload>(
         None => pass::state(ctx, obj).await?,
     };
     let applied = applied_record(ctx, obj).await?;
-    let attempt = attempt_record(ctx, obj).await?;
+    let mut attempt = attempt_record(ctx, obj).await?;
     let ever_applied = obj.provisioned() || applied.is_some();
-    let readable = pass::state_readable(&read, ever_applied);
+    let mut unconfirmed = InputsRecord::unconfirmed_in_force(attempt.as_ref(), applied.as_ref());
+    if let Some(job) = &unconfirmed
+        && confirm_no_resources(ctx, obj, job).await?
+    {
+        if let Some(a) = attempt.as_mut() {
+            a.meta.unconfirmed_apply = None;
+        }
+        unconfirmed = None;
+    }
+    let held = matches!(read, Err(StateError::NotFound)) && !ever_applied;
+    let readable = match &unconfirmed {
+        Some(job) if held => ConditionValue {
+            status: "False",
+            reason: reasons::APPLY_OUTCOME_UNKNOWN,
+            message: format!(
+                "apply Job {job} ended without a result or disappeared, and no state exists: it may have created resources nothing records. \
+                 Check the infrastructure, then set {}={job} (or restore a backup, or delete with deletionPolicy Retain)",
+                annotations::CONFIRM_NO_RESOURCES
+            ),
+        },
+        _ => pass::state_readable(&read, ever_applied),
+    };
+    p.unconfirmed_apply = unconfirmed;
     let before = obj.condition(conditions::STATE_READABLE);
     let again = before.is_some_and(|c| c.status == "False" && c.reason == readable.reason);
     if readable.status == "False" && !again {
@@ -236,6 +262,13 @@ pub async fn read_stored<K: Workload>(
         if let Some(r) = reason {
             ctx.metrics.state_read_failed(K::KIND.kind(), r);
         }
+        if matches!(
+            readable.reason,
+            reasons::STATE_LOST | reasons::APPLY_OUTCOME_UNKNOWN
+        ) {
+            let note = readable.message.clone();
+            pass::event(ctx, obj, true, events::STATE_LOST, "Reconcile", note).await;
+        }
     }
     p.draft.set(conditions::STATE_READABLE, &readable);
     Ok(Stored {
@@ -244,6 +277,49 @@ pub async fn read_stored<K: Workload>(
         attempt,
         ever_applied,
     })
+}
+
+/// `captf.io/confirm-no-resources` naming the apply whose outcome is unknown:
+/// the operator checked that it created nothing. The record's mark and the
+/// annotation are removed (in that order, so a crash between them leaves an
+/// annotation that names nothing recorded, which is ignored). Any other
+/// value is ignored and logged.
+async fn confirm_no_resources<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    job: &str,
+) -> Result<bool, Error> {
+    let Some(named) = obj.annotations().get(annotations::CONFIRM_NO_RESOURCES) else {
+        return Ok(false);
+    };
+    let name = obj.name_any();
+    if named != job {
+        tracing::info!(
+            name,
+            named,
+            recorded = job,
+            "confirm-no-resources names another Job; ignored"
+        );
+        return Ok(false);
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    let record = attempt_record_name(K::KIND, &name);
+    crate::io::records::set_unconfirmed(&ctx.client, &ns, &record, None).await?;
+    let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &ns);
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {annotations::CONFIRM_NO_RESOURCES: null}}});
+    api.patch(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
+    tracing::info!(
+        name,
+        job,
+        "the operator confirmed that the unknown apply created nothing"
+    );
+    Ok(true)
 }
 
 /// The object's user variables: its `variablesFrom` sources read live
@@ -543,10 +619,14 @@ pub async fn open<K: Workload>(
         credentials,
         early_state,
         block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
+        unconfirmed_apply: None,
         deleting,
         pool,
     };
     if p.active.is_none() {
+        if let Some(job) = vanished_apply(obj, &p.loaded) {
+            record_vanished(ctx, obj, &mut p.draft, &job).await?;
+        }
         // No Job runs: activeJob goes, and block-move when the pass ends
         // without starting one.
         p.draft.field("activeJob", Value::Null);
@@ -560,6 +640,57 @@ pub async fn open<K: Workload>(
         return Ok(Opening::Done(action));
     }
     Ok(Opening::Continue(Box::new(p)))
+}
+
+/// The apply Job `status.activeJob` names that the apiserver no longer
+/// lists (the pass lists Jobs live): a candidate for a Job deleted while
+/// it ran.
+fn vanished_apply<K: Workload>(obj: &K, loaded: &Loaded) -> Option<String> {
+    let active = obj.workspace_status()?.active_job.as_ref()?;
+    let listed = loaded
+        .jobs
+        .iter()
+        .any(|j| j.metadata.name.as_deref() == Some(active.name.as_str()));
+    (active.operation == Op::Apply && !listed).then(|| active.name.clone())
+}
+
+/// An apply Job gone while it ran, confirmed by the live object still
+/// naming it (a cached object can trail the pass that cleared it, as after
+/// a stuck Job's deletion, which records nothing): its outcome is unknown.
+/// One GET, only when a Job named as running is not listed.
+async fn record_vanished<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    draft: &mut Draft,
+    job: &str,
+) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &ns);
+    let live = api.get_opt(&obj.name_any()).await?;
+    let still_named = live.as_ref().and_then(|l| {
+        l.workspace_status()?
+            .active_job
+            .as_ref()
+            .map(|a| a.name.clone())
+    });
+    if still_named.as_deref() != Some(job) {
+        return Ok(());
+    }
+    let record = attempt_record_name(K::KIND, &obj.name_any());
+    crate::io::records::set_unconfirmed(&ctx.client, &ns, &record, Some(job)).await?;
+    let message = format!(
+        "apply Job {job} disappeared while it ran; it may have partly applied, so an apply of the current inputs stays due"
+    );
+    draft.set(
+        conditions::APPLY_JOB_SUCCEEDED,
+        &ConditionValue {
+            status: "False",
+            reason: reasons::APPLY_FAILED,
+            message: message.clone(),
+        },
+    );
+    pass::event(ctx, obj, true, events::JOB_INTERRUPTED, "Apply", message).await;
+    Ok(())
 }
 
 /// Secrets retained by an earlier object of this name: adopted when the

@@ -46,6 +46,7 @@ fn request(op: Op, remediation: bool) -> StartRequest {
                 identity: None,
                 identity_kind: None,
                 job: None,
+                unconfirmed_apply: None,
             },
             exports: Default::default(),
         }),

@@ -3,9 +3,10 @@
 //! decided op (which inputs, image, tick and records each op uses). No
 //! client here.
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use captf_api::names::{conditions, reasons};
+use captf_api::names::{annotations, conditions, reasons};
 use kube::ResourceExt;
 
 use super::common::{OpenPass, Rendered};
@@ -107,9 +108,11 @@ pub fn decide_op<K: Workload>(
             held: false,
             inputs_hash: s.inputs_hash.clone(),
         },
+        // No state after an apply of unknown outcome: held like a lost
+        // state (ApplyOutcomeUnknown), never applied again blindly.
         Err(StateError::NotFound) => StateView {
             exists: false,
-            held: ever_applied,
+            held: ever_applied || p.unconfirmed_apply.is_some(),
             inputs_hash: None,
         },
         Err(_) => StateView {
@@ -136,7 +139,7 @@ pub fn decide_op<K: Workload>(
         restore_requested: false,
         state,
         current_hash: current.map(|c| c.hash.clone()),
-        unconfirmed_apply: false,
+        unconfirmed_apply: p.unconfirmed_apply.is_some(),
         last_apply_failed: history::last_apply_failed(&records),
         last_apply_success,
         failed_limit: p.shared.jobs.failed_jobs_history_limit.max(1) as u32,
@@ -255,6 +258,9 @@ pub fn start_request<K: Workload>(
                             .unwrap_or_default()
                     }),
                     job: None,
+                    // An unknown outcome stays on record until this apply
+                    // (or a later one) succeeds.
+                    unconfirmed_apply: InputsRecord::unconfirmed_in_force(attempt, applied),
                 },
                 exports: Default::default(),
             });
@@ -331,6 +337,11 @@ pub fn start_request<K: Workload>(
         cluster_name: p.shared.cluster_name.clone(),
         jobs: p.shared.jobs.clone(),
         credentials_secret: p.credentials_secret.clone(),
-        annotations: Default::default(),
+        annotations: match (&p.unconfirmed_apply, op) {
+            (Some(job), Op::Apply) => {
+                BTreeMap::from([(annotations::AFTER_INTERRUPTED_APPLY.to_owned(), job.clone())])
+            }
+            _ => BTreeMap::new(),
+        },
     })
 }
