@@ -6,12 +6,13 @@
 //! `StateReadable=False/ApplyOutcomeUnknown` naming the Job: no second
 //! apply, and a deletion keeps its finalizer. A confirmation naming another
 //! Job is ignored; one naming the Job is consumed and releases the object.
+//! A TerraformMachine's vanished first apply is held the same way.
 //! Controllers in this process, the real control plane, Cluster API's
 //! controllers owning the Cluster, the local executor, the real runner.
 
 mod support;
 
-use captf_api::TerraformCluster;
+use captf_api::{TerraformCluster, TerraformMachine};
 use captf_testenv::{TestEnv, TestNamespace, eventually};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
@@ -74,7 +75,7 @@ async fn create_cluster(ns: &TestNamespace, name: &str, image: &str) {
 /// Deletes the first apply Job of `name` while it is running (once its
 /// attempt record names it, as it does right after the Job is created), and
 /// returns its name.
-async fn delete_first_apply(ns: &TestNamespace, name: &str) -> String {
+async fn delete_first_apply(ns: &TestNamespace, name: &str, kind_code: &str) -> String {
     let jobs = ns.api::<Job>();
     let selector = format!("captf.infrastructure.cluster.x-k8s.io/owner-name={name}");
     let job = eventually("the first apply Job", 120, || async {
@@ -86,7 +87,7 @@ async fn delete_first_apply(ns: &TestNamespace, name: &str) -> String {
         applies(&listed).into_iter().next()
     })
     .await;
-    let record = format!("captf-inputs-c-{name}");
+    let record = format!("captf-inputs-{kind_code}-{name}");
     eventually("the attempt record naming the Job", 60, || async {
         let s = ns.api::<Secret>().get_opt(&record).await.ok()??;
         (s.metadata.annotations?.get("captf.io/job") == Some(&job)).then_some(())
@@ -96,6 +97,46 @@ async fn delete_first_apply(ns: &TestNamespace, name: &str) -> String {
         .await
         .unwrap();
     job
+}
+
+/// A TerraformMachine on `image` under the cluster `live`, and the Machine
+/// naming it, with the bootstrap data a bootstrap provider would write.
+async fn machine(ns: &TestNamespace, name: &str, image: &str) {
+    let boot: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}-boot"), "labels": {"cluster.x-k8s.io/cluster-name": "live"}},
+        "stringData": {"value": "#cloud-config\n", "format": "cloud-config"},
+    }))
+    .unwrap();
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &boot)
+        .await
+        .unwrap();
+    let tm: TerraformMachine = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachine",
+        "metadata": {"name": name},
+        "spec": {"source": {"image": image},
+                 "identityRef": {"kind": "Secret", "name": "live-creds"},
+                 "drift": {"intervalSeconds": 0}},
+    }))
+    .unwrap();
+    ns.api::<TerraformMachine>()
+        .create(&PostParams::default(), &tm)
+        .await
+        .unwrap();
+    let machines: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        ns.client(),
+        ns.name(),
+        &captf_manager::capi::machine_resource(),
+    );
+    let m = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name},
+        "spec": {"clusterName": "live", "version": "v1.37.2",
+                 "bootstrap": {"dataSecretName": format!("{name}-boot")},
+                 "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformMachine", "name": name}},
+    }))
+    .unwrap();
+    machines.create(&PostParams::default(), &m).await.unwrap();
 }
 
 async fn annotate(ns: &TestNamespace, name: &str, value: &str) {
@@ -126,7 +167,7 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
     // A live object: held, never applied again.
     let module = module_ref("cluster", ns.name());
     create_cluster(&ns, "live", &module).await;
-    let lost = delete_first_apply(&ns, "live").await;
+    let lost = delete_first_apply(&ns, "live", "c").await;
     let held = eventually("live held with ApplyOutcomeUnknown", 120, || async {
         let tc = tcs.get("live").await.ok()?;
         (reason(&tc, "StateReadable") == Some(("False".into(), "ApplyOutcomeUnknown".into())))
@@ -185,11 +226,37 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
     })
     .await;
 
+    // A machine's infrastructure is immutable, but an unknown first apply
+    // holds it all the same (scenario 19 as the newest design has it: every
+    // kind records it).
+    machine(
+        &ns,
+        "m-0",
+        &format!("{}-unpulled", module_ref("machine", ns.name())),
+    )
+    .await;
+    let lost_machine = delete_first_apply(&ns, "m-0", "m").await;
+    let tms = ns.api::<TerraformMachine>();
+    let held = eventually("the machine held", 120, || async {
+        let tm = tms.get("m-0").await.ok()?;
+        let c = tm
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "StateReadable")?
+            .clone();
+        (c.reason == "ApplyOutcomeUnknown").then_some(c)
+    })
+    .await;
+    assert!(held.message.contains(&lost_machine), "{}", held.message);
+
     // A deleting object keeps its finalizer while held; the confirmation
     // lets it go (no state: nothing to destroy).
     // Its image is one the executor never has: its apply cannot start.
     create_cluster(&ns, "gone", &format!("{module}-unpulled")).await;
-    let lost = delete_first_apply(&ns, "gone").await;
+    let lost = delete_first_apply(&ns, "gone", "c").await;
     eventually("gone held", 120, || async {
         let tc = tcs.get("gone").await.ok()?;
         (reason(&tc, "StateReadable") == Some(("False".into(), "ApplyOutcomeUnknown".into())))
