@@ -214,7 +214,7 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
     // Naming the Job releases it: the mark and the annotation go, and the
     // apply runs again.
     annotate(&ns, "live", &lost).await;
-    eventually("live applied after the confirmation", 240, || async {
+    let applied = eventually("live applied after the confirmation", 240, || async {
         let tc = tcs.get("live").await.ok()?;
         let ready = reason(&tc, "Ready") == Some(("True".into(), "Ready".into()));
         let consumed = !tc
@@ -222,9 +222,42 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key("captf.io/confirm-no-resources"));
-        (ready && consumed).then_some(())
+        (ready && consumed).then_some(tc)
     })
     .await;
+    // What the status says of the state it read.
+    let status = applied.status.as_ref().unwrap();
+    assert_eq!(
+        status.workspace.state_secret_suffix.as_deref(),
+        Some(captf_manager::names::state_suffix(
+            captf_manager::names::WorkloadKind::Cluster,
+            ns.name(),
+            "live"
+        ))
+        .as_deref()
+    );
+    assert!(
+        status
+            .workspace
+            .observed_state_serial
+            .is_some_and(|s| s >= 1)
+    );
+    // The runner stops its runtime within the pod's grace period.
+    let all = jobs.list(&ListParams::default()).await.unwrap().items;
+    let args = all
+        .iter()
+        .find(|j| applies(std::slice::from_ref(j)).len() == 1)
+        .and_then(|j| j.spec.as_ref()?.template.spec.as_ref())
+        .map(|p| {
+            p.init_containers
+                .iter()
+                .chain(std::iter::once(&p.containers))
+                .flatten()
+                .flat_map(|c| c.args.clone().unwrap_or_default())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    assert!(args.iter().any(|a| a == "--stop-timeout=570s"), "{args:?}");
 
     // A machine's infrastructure is immutable, but an unknown first apply
     // holds it all the same (scenario 19 as the newest design has it: every

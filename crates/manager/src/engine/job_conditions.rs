@@ -51,6 +51,30 @@ fn failure_message(run: &FinishedRun<'_>) -> String {
 
 /// `ApplyJobSucceeded` from the newest finished apply, plan or destroy Job
 /// (a plan stands for the apply it plans). `None`: nothing finished yet.
+/// Default requeue of a start refused for its merged Job policy.
+pub const JOB_POLICY_REQUEUE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// `ApplyJobSucceeded=False/JobPolicyInvalid` when the merged policy lets
+/// the lock wait outlast the Job's deadline (whatever op is due); destroy
+/// and restore are exempt, so a deletion or a recovery never waits on it.
+pub fn job_policy_invalid(
+    jobs: &captf_api::effective::EffectiveJobPolicy,
+    op: Op,
+) -> Option<ConditionValue> {
+    if matches!(op, Op::Destroy | Op::Restore) || jobs.lock_timeout_within_deadline() {
+        return None;
+    }
+    Some(ConditionValue {
+        status: "False",
+        reason: reasons::JOB_POLICY_INVALID,
+        message: format!(
+            "the merged Job policy waits up to lockTimeoutSeconds {} for the state lock, not below its activeDeadlineSeconds {}: \
+             lower spec.jobs.lockTimeoutSeconds or raise activeDeadlineSeconds (the object's own, or the cluster's spec.defaults.jobs)",
+            jobs.lock_timeout_seconds, jobs.active_deadline_seconds
+        ),
+    })
+}
+
 pub fn apply_job_succeeded(newest: Option<&FinishedRun<'_>>) -> ConditionValue {
     let Some(run) = newest else {
         return ConditionValue::new(
@@ -297,5 +321,26 @@ mod tests {
             drift_job_succeeded(None, false).message,
             "drift detection is off"
         );
+    }
+
+    #[test]
+    fn a_lock_wait_that_outlasts_the_deadline_refuses_every_op_but_destroy_and_restore() {
+        let mut jobs = captf_api::effective::job_policy(None, None);
+        assert_eq!(
+            job_policy_invalid(&jobs, Op::Apply),
+            None,
+            "the defaults fit"
+        );
+        jobs.lock_timeout_seconds = 600;
+        jobs.active_deadline_seconds = 600;
+        for op in Op::ALL {
+            let refused = job_policy_invalid(&jobs, op);
+            let exempt = matches!(op, Op::Destroy | Op::Restore);
+            assert_eq!(refused.is_none(), exempt, "{op:?}");
+            if let Some(v) = refused {
+                assert_eq!(v.reason, "JobPolicyInvalid");
+                assert!(v.message.contains("600"), "{}", v.message);
+            }
+        }
     }
 }

@@ -248,6 +248,15 @@ pub async fn read_stored<K: Workload>(
         _ => pass::state_readable(&read, ever_applied),
     };
     p.unconfirmed_apply = unconfirmed;
+    // Informational: the backend's suffix, and the serial the outputs come from.
+    let ns = obj.namespace().unwrap_or_default();
+    let suffix = crate::names::state_suffix(K::KIND, &ns, &obj.name_any());
+    p.draft.field("stateSecretSuffix", suffix);
+    if let Ok(s) = &read
+        && s.serial >= 1
+    {
+        p.draft.field("observedStateSerial", s.serial);
+    }
     let before = obj.condition(conditions::STATE_READABLE);
     let again = before.is_some_and(|c| c.status == "False" && c.reason == readable.reason);
     if readable.status == "False" && !again {

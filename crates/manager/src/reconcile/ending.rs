@@ -139,6 +139,11 @@ pub async fn start_job<K: Workload>(
     now: SystemTime,
 ) -> Result<Action, Error> {
     let op = req.op;
+    if let Some(v) = crate::engine::job_conditions::job_policy_invalid(&req.jobs, op) {
+        p.draft.set(conditions::APPLY_JOB_SUCCEEDED, &v);
+        let requeue = crate::engine::job_conditions::JOB_POLICY_REQUEUE;
+        return close(ctx, obj, p, Some(requeue)).await;
+    }
     // Slots come before any event of the start and before any lease.
     if let Some(requeue) = super::slots::wait_for_slot(ctx, obj, p, op).await {
         return close(ctx, obj, p, Some(requeue)).await;

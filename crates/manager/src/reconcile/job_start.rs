@@ -77,6 +77,9 @@ pub struct JobStart {
     pub files: (String, String),
     /// The attempt record (apply only), naming the Job.
     pub attempt_record: Option<InputsRecord>,
+    /// User env names the Job builder dropped as reserved (the webhook
+    /// refuses them; an object admitted before it did may still have them).
+    pub dropped_env: Vec<String>,
 }
 
 /// What of the manager's configuration a start depends on.
@@ -111,6 +114,7 @@ pub fn plan_start<K: Workload>(
         duration: backstop(deadline),
     };
     let request = job_request(obj, &req, &job, attempt, config);
+    let built = build(&request);
     let attempt_record = req.attempt_record.clone().map(|mut r| {
         r.meta.job = Some(job.clone());
         r
@@ -121,9 +125,10 @@ pub fn plan_start<K: Workload>(
         attempt,
         cluster_name: req.cluster_name,
         lease,
-        job: build(&request).job,
+        job: built.job,
         files: req.files,
         attempt_record,
+        dropped_env: built.dropped_env,
     }
 }
 
@@ -173,7 +178,11 @@ fn job_request<K: Workload>(
             state_suffix: state_suffix(K::KIND, &ns, &name),
             state_labels,
             lock_timeout: Duration::from_secs(jobs.lock_timeout_seconds.max(1) as u64),
-            stop_timeout: Duration::from_secs(20),
+            // The runner interrupts the runtime within the pod's grace period,
+            // keeping 30 s for writing the state and releasing the lock.
+            stop_timeout: Duration::from_secs(
+                crate::jobs::build::TERMINATION_GRACE_SECONDS as u64 - 30,
+            ),
             force_unlock: None,
             guard_deletes: req.guard.is_some(),
             guard: req.guard.clone(),
@@ -260,6 +269,13 @@ pub async fn execute_start<K: Workload>(
             let op = start.op.as_str();
             let note = format!("Job {job} created for {op}");
             event(ctx, obj, false, events::JOB_CREATED, op, note).await;
+            if !start.dropped_env.is_empty() {
+                let note = format!(
+                    "Job {job} runs without the reserved env names {} of spec.jobs.env",
+                    start.dropped_env.join(", ")
+                );
+                event(ctx, obj, true, events::RESERVED_ENV_DROPPED, op, note).await;
+            }
         }
         Ok(Started::Adopted) => {}
         Ok(Started::Deferred { reason }) => {
