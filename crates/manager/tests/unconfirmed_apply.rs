@@ -18,6 +18,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use support::clusters::create_cluster;
 use support::*;
 
 const OP_LABEL: &str = "captf.infrastructure.cluster.x-k8s.io/op";
@@ -45,31 +46,6 @@ fn applies(jobs: &[Job]) -> Vec<String> {
         })
         .filter_map(|j| j.metadata.name.clone())
         .collect()
-}
-
-/// A TerraformCluster on `image` (one the executor may not have yet).
-async fn create_cluster(ns: &TestNamespace, name: &str, image: &str) {
-    create_capi_cluster(ns, name).await;
-    let creds: Secret = serde_json::from_value(json!({
-        "metadata": {"name": format!("{name}-creds")}, "stringData": {"token": "x"},
-    }))
-    .unwrap();
-    ns.api::<Secret>()
-        .create(&PostParams::default(), &creds)
-        .await
-        .unwrap();
-    let tc: TerraformCluster = serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
-        "metadata": {"name": name},
-        "spec": {"source": {"image": image},
-                 "identityRef": {"kind": "Secret", "name": format!("{name}-creds")},
-                 "drift": {"intervalSeconds": 0}},
-    }))
-    .unwrap();
-    ns.api::<TerraformCluster>()
-        .create(&PostParams::default(), &tc)
-        .await
-        .unwrap();
 }
 
 /// Deletes the first apply Job of `name` while it is running (once its

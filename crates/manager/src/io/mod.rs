@@ -4,6 +4,7 @@
 pub mod identity;
 pub mod jobs;
 pub mod leases;
+pub mod locks;
 pub mod records;
 pub mod start;
 pub mod state;

@@ -148,6 +148,14 @@ pub async fn start_job<K: Workload>(
     if let Some(requeue) = super::slots::wait_for_slot(ctx, obj, p, op).await {
         return close(ctx, obj, p, Some(requeue)).await;
     }
+    let mut req = req;
+    match stale_lock(ctx, obj).await {
+        Ok(id) => req.force_unlock = id,
+        Err(e) => {
+            ctx.slots.release(&super::slots::object_key(obj));
+            return Err(e);
+        }
+    }
     let records = p.loaded.records();
     if decision.reason == Reason::InputsChanged {
         ctx.metrics.inputs_hash_changed(K::KIND.kind());
@@ -195,6 +203,7 @@ pub async fn start_job<K: Workload>(
         runner_image: &ctx.config.runner_image,
         runner_events: ctx.config.runner_events,
     };
+    let planned_unlock = req.force_unlock.clone();
     let planned = plan_start(obj, &records, req, &config);
     let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await;
     if !matches!(outcome, Ok(StartOutcome::Started { .. })) {
@@ -203,6 +212,12 @@ pub async fn start_job<K: Workload>(
     let outcome = outcome?;
     let requeue = match outcome {
         StartOutcome::Started { job } => {
+            if let Some(id) = &planned_unlock {
+                let note = format!(
+                    "Job {job} force-unlocks the state lock {id}, left by a runner pod of this object that is gone"
+                );
+                pass::event(ctx, obj, true, events::FORCE_UNLOCKED, op.as_str(), note).await;
+            }
             let ns = obj.namespace().unwrap_or_default();
             let key = super::slots::object_key(obj);
             ctx.slots.started(&key, &ns, &job, &p.shared.cluster_name);
@@ -221,6 +236,38 @@ pub async fn start_job<K: Workload>(
         StartOutcome::Waiting { requeue } => requeue,
     };
     close(ctx, obj, p, Some(requeue)).await
+}
+
+/// The state lock's ID when one of the object's own runner pods left it
+/// behind (gone or finished): the Job about to start releases it. A lock
+/// held by anyone else is never touched; the Job waits for it up to its
+/// lock timeout. One GET of the lock Lease per start (and of its holder's
+/// pod only when that is ours).
+async fn stale_lock<K: Workload>(ctx: &Context, obj: &K) -> Result<Option<String>, Error> {
+    use crate::leases::LockVerdict;
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let suffix = crate::names::state_suffix(K::KIND, &ns, &name);
+    let verdict =
+        crate::io::locks::read_state_lock(&ctx.client, &ns, &suffix, K::KIND, &name).await?;
+    Ok(match verdict {
+        LockVerdict::Stale { id } => Some(id),
+        LockVerdict::Foreign {
+            who,
+            operation,
+            created,
+        } => {
+            tracing::warn!(
+                name,
+                who,
+                operation,
+                created,
+                "the state lock is held by someone else; the Job waits for it"
+            );
+            None
+        }
+        LockVerdict::Unlocked | LockVerdict::Live => None,
+    })
 }
 
 /// Deletion under Retain: nothing is destroyed; state, backups and records

@@ -50,6 +50,9 @@ pub struct StartRequest {
     pub jobs: captf_api::effective::EffectiveJobPolicy,
     pub credentials_secret: Option<String>,
     pub annotations: BTreeMap<String, String>,
+    /// A stale state lock left by one of the object's own dead runner pods:
+    /// the Job releases it (`--force-unlock`) before its work.
+    pub force_unlock: Option<String>,
 }
 
 /// How a start went.
@@ -183,7 +186,7 @@ fn job_request<K: Workload>(
             stop_timeout: Duration::from_secs(
                 crate::jobs::build::TERMINATION_GRACE_SECONDS as u64 - 30,
             ),
-            force_unlock: None,
+            force_unlock: req.force_unlock.clone(),
             guard_deletes: req.guard.is_some(),
             guard: req.guard.clone(),
             restore: None,

@@ -56,6 +56,7 @@ fn request(op: Op, remediation: bool) -> StartRequest {
         jobs: job_policy(None, None),
         credentials_secret: None,
         annotations: Default::default(),
+        force_unlock: None,
     }
 }
 

@@ -343,5 +343,6 @@ pub fn start_request<K: Workload>(
             }
             _ => BTreeMap::new(),
         },
+        force_unlock: None,
     })
 }

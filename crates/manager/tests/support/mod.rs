@@ -165,6 +165,7 @@ pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, imag
         .insert(format!("{repo}@{}", image.digest), image.clone());
     env.executor().insert(reference, image);
 }
+pub mod clusters;
 pub mod faults;
 pub mod many_pools;
 pub mod moving;

@@ -1,0 +1,140 @@
+//! A stale state lock: the backend's lock Lease names, as its holder, a
+//! runner pod of this object that is gone (what a runner killed mid-apply
+//! leaves). The next Job of the object releases it with `--force-unlock`
+//! before its work, announces it (`ForceUnlocked`), and the apply goes
+//! through; nobody had to step in. Controllers in this process, the real
+//! control plane, Cluster API's controllers, the local executor, the real
+//! runner and OpenTofu.
+
+mod support;
+
+use captf_api::TerraformCluster;
+use captf_manager::names::{WorkloadKind, state_lock_lease, state_suffix};
+use captf_testenv::{TestEnv, eventually};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::json;
+use support::clusters::create_cluster;
+use support::*;
+
+fn ready(tc: &TerraformCluster) -> bool {
+    tc.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_left_by_a_dead_runner_of_the_object_is_released_by_its_next_job() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    let module = module_ref("cluster", ns.name());
+    insert_module(env, &module, module_image(tmp.path(), "cluster", "v1", &[]));
+    install_runner_role(&ns.client()).await;
+    let _manager = start_manager(ns.client(), ns.name());
+    let tcs = ns.api::<TerraformCluster>();
+
+    create_cluster(&ns, "prod", &module).await;
+    eventually("prod Ready", 240, || async {
+        tcs.get("prod").await.ok().filter(ready).map(drop)
+    })
+    .await;
+
+    // The lock as the backend writes it, held by a pod of one of prod's
+    // apply Jobs that no longer exists.
+    let leases = ns.api::<Lease>();
+    let lock = state_lock_lease(&state_suffix(WorkloadKind::Cluster, ns.name(), "prod"));
+    let info = json!({"ID": "3f1c2d4e-stale", "Operation": "OperationTypeApply",
+        "Who": "runner@captf-c-prod-apply-a7-abcdef-x9k2q", "Version": "1.10.10",
+        "Created": "2026-12-01T10:00:00Z", "Path": "", "Info": ""});
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": lock, "annotations": {"app.terraform.io/lock-info": info.to_string()}},
+        "spec": {"holderIdentity": "3f1c2d4e-stale"},
+    });
+    leases
+        .patch(
+            &lock,
+            &PatchParams::apply("the-dead-runner").force(),
+            &Patch::Apply(&lease),
+        )
+        .await
+        .unwrap();
+
+    // A spec change starts an apply; it releases the lock first.
+    let before: Vec<String> = ns
+        .api::<Job>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    tcs.patch(
+        "prod",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"noop_exports_extra": {"zone": "b"}}}})),
+    )
+    .await
+    .unwrap();
+    let job = eventually("the apply after the change succeeded", 240, || async {
+        let jobs = ns
+            .api::<Job>()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items;
+        let new = jobs.into_iter().find(|j| {
+            j.metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| !before.contains(n))
+        })?;
+        let done = new.status.as_ref()?.succeeded.unwrap_or(0) > 0;
+        let tc = tcs.get("prod").await.ok()?;
+        let zone = tc.status.as_ref()?.exports.as_ref()?["zone"].as_str() == Some("b");
+        (done && zone).then_some(new)
+    })
+    .await;
+    let args: Vec<String> = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|p| {
+            p.init_containers
+                .iter()
+                .chain(std::iter::once(&p.containers))
+                .flatten()
+                .flat_map(|c| c.args.clone().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        args.iter().any(|a| a == "--force-unlock=3f1c2d4e-stale"),
+        "{args:?}"
+    );
+    let released = leases.get(&lock).await.unwrap();
+    assert_ne!(
+        released.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("3f1c2d4e-stale"),
+        "the stale lock is gone"
+    );
+    let events = ns
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let note = events
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("ForceUnlocked"))
+        .and_then(|e| e.note.clone())
+        .expect("a ForceUnlocked event");
+    assert!(note.contains("3f1c2d4e-stale"), "{note}");
+}
