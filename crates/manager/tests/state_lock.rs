@@ -2,7 +2,8 @@
 //! runner pod of this object that is gone (what a runner killed mid-apply
 //! leaves). The next Job of the object releases it with `--force-unlock`
 //! before its work, announces it (`ForceUnlocked`), and the apply goes
-//! through; nobody had to step in. Controllers in this process, the real
+//! through; nobody had to step in. The check costs one GET of the lock
+//! Lease per Job start (and one of its holder's pod when that is ours). Controllers in this process, the real
 //! control plane, Cluster API's controllers, the local executor, the real
 //! runner and OpenTofu.
 
