@@ -103,19 +103,7 @@ async fn a_lock_left_by_a_dead_runner_of_the_object_is_released_by_its_next_job(
         (done && zone).then_some(new)
     })
     .await;
-    let args: Vec<String> = job
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .map(|p| {
-            p.init_containers
-                .iter()
-                .chain(std::iter::once(&p.containers))
-                .flatten()
-                .flat_map(|c| c.args.clone().unwrap_or_default())
-                .collect()
-        })
-        .unwrap_or_default();
+    let args = job_args(&job);
     assert!(
         args.iter().any(|a| a == "--force-unlock=3f1c2d4e-stale"),
         "{args:?}"

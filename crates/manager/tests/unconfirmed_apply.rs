@@ -223,15 +223,7 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
     let args = all
         .iter()
         .find(|j| applies(std::slice::from_ref(j)).len() == 1)
-        .and_then(|j| j.spec.as_ref()?.template.spec.as_ref())
-        .map(|p| {
-            p.init_containers
-                .iter()
-                .chain(std::iter::once(&p.containers))
-                .flatten()
-                .flat_map(|c| c.args.clone().unwrap_or_default())
-                .collect::<Vec<_>>()
-        })
+        .map(job_args)
         .unwrap_or_default();
     assert!(args.iter().any(|a| a == "--stop-timeout=570s"), "{args:?}");
 

@@ -25,6 +25,8 @@ use crate::engine::backoff::jitter;
 use crate::engine::decide::Op;
 use crate::engine::job_conditions::ConditionValue;
 use crate::engine::slots::{Slot, SlotScope, SlotUse, admit};
+// A Job holds a slot until it completes or fails.
+use crate::jobs::observe::job_finished as finished;
 
 /// A waiter that has not asked again for this long is gone (its op is no
 /// longer due, or the object was deleted) and holds no place.
@@ -95,17 +97,6 @@ fn job_cluster(job: &Job) -> String {
         &job.namespace().unwrap_or_default(),
         cluster.as_deref().unwrap_or_default(),
     )
-}
-
-/// A Job holds a slot until it completes or fails.
-fn finished(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        })
 }
 
 impl JobSlots {

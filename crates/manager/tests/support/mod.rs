@@ -165,6 +165,22 @@ pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, imag
         .insert(format!("{repo}@{}", image.digest), image.clone());
     env.executor().insert(reference, image);
 }
+/// Every argument of a Job's containers (init containers first).
+pub fn job_args(job: &k8s_openapi::api::batch::v1::Job) -> Vec<String> {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|p| {
+            p.init_containers
+                .iter()
+                .chain(std::iter::once(&p.containers))
+                .flatten()
+                .flat_map(|c| c.args.clone().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub mod clusters;
 pub mod faults;
 pub mod many_pools;
