@@ -586,6 +586,44 @@ async fn an_unhealthy_machine_asks_for_remediation_at_the_threshold_and_not_befo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_that_reads_pending_is_followed_by_one_refresh() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path()).await;
+    cluster(&ns).await;
+    // Scenario 3's other count: an apply whose outputs read pending gives
+    // no definite health reading, so one refresh follows it (six machines:
+    // 6 applies + 6 refreshes + the cluster's 2 = 14 Jobs).
+    machine_pair(
+        &ns,
+        "slow",
+        true,
+        json!({"variables": {"noop_health_state": "pending"}}),
+    )
+    .await;
+    let tms = ns.api::<TerraformMachine>();
+    eventually("the refresh after the apply", 240, || async {
+        let m = tms.get("slow").await.ok()?;
+        m.status.as_ref()?.workspace.last_refresh.as_ref().map(drop)
+    })
+    .await;
+    let jobs = jobs_by_owner(&ns).await;
+    assert_eq!(
+        jobs.get("TerraformMachine/slow"),
+        Some(&vec!["apply".to_owned(), "refresh".to_owned()]),
+        "{jobs:?}"
+    );
+    let m = tms.get("slow").await.unwrap();
+    assert_eq!(
+        condition(&m, "InfrastructureHealthy"),
+        Some("Provisioning"),
+        "{}",
+        summary(&m)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_without_its_durable_inputs_runs_no_check() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
