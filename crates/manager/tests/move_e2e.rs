@@ -147,11 +147,10 @@ async fn converged(client: kube::Client, ns: &str, secs: u64) -> BTreeMap<&'stat
             .get("prod")
             .await
             .ok()?;
-        let conditions = |s: Option<&Vec<_>>| ready(s);
         let state = (
-            conditions(tc.status.as_ref().and_then(|s| s.conditions.as_ref())),
-            conditions(tm.status.as_ref().and_then(|s| s.conditions.as_ref())),
-            conditions(pool.status.as_ref().and_then(|s| s.conditions.as_ref())),
+            ready(tc.status.as_ref().and_then(|s| s.conditions.as_ref())),
+            ready(tm.status.as_ref().and_then(|s| s.conditions.as_ref())),
+            ready(pool.status.as_ref().and_then(|s| s.conditions.as_ref())),
             machine.data["status"]["nodeRef"]["name"].is_string(),
             mp.data["status"]["readyReplicas"].as_i64(),
             cluster.data["status"]["conditions"]
@@ -349,13 +348,7 @@ async fn clusterctl_move_carries_a_converged_cluster_to_a_new_management_cluster
                 if let Ok(list) = jobs.list(&ListParams::default()).await {
                     let mut seen = seen.lock().unwrap();
                     for j in list.items {
-                        let op = j
-                            .metadata
-                            .labels
-                            .as_ref()
-                            .and_then(|l| l.get(OP_LABEL))
-                            .cloned()
-                            .unwrap_or_default();
+                        let op = job_op(&j);
                         seen.insert(j.metadata.name.unwrap_or_default(), op);
                     }
                 }

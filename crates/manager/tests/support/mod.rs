@@ -165,6 +165,16 @@ pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, imag
         .insert(format!("{repo}@{}", image.digest), image.clone());
     env.executor().insert(reference, image);
 }
+/// A Job's op label (empty when it has none).
+pub fn job_op(job: &k8s_openapi::api::batch::v1::Job) -> String {
+    job.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("captf.infrastructure.cluster.x-k8s.io/op"))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// Every argument of a Job's containers (init containers first).
 pub fn job_args(job: &k8s_openapi::api::batch::v1::Job) -> Vec<String> {
     job.spec

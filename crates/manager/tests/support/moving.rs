@@ -215,13 +215,7 @@ pub async fn watch_source(
             for job in listed {
                 let name = job.metadata.name.clone().unwrap_or_default();
                 let seen = SeenJob {
-                    op: job
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(OP_LABEL))
-                        .cloned()
-                        .unwrap_or_default(),
+                    op: job_op(&job),
                     created: job
                         .metadata
                         .creation_timestamp
@@ -241,13 +235,7 @@ pub async fn watch_source(
 pub fn jobs_by_op(jobs: &[Job]) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for job in jobs {
-        let op = job
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(OP_LABEL))
-            .cloned()
-            .unwrap_or_default();
+        let op = job_op(job);
         *out.entry(op).or_default() += 1;
     }
     out
