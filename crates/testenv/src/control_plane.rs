@@ -41,14 +41,45 @@ pub struct ControlPlane {
     pub processes: Vec<Process>,
 }
 
+/// The lowest and one past the highest port [`free_port`] hands out: below
+/// Linux's ephemeral range (32768-60999), where the kernel picks the source
+/// ports of outgoing connections and the ports of `bind(0)`. A port taken from
+/// that range and released before etcd binds it could meanwhile become the
+/// source port of any client connection; below it, only an explicit bind can
+/// take it.
+const PORT_RANGE: (u16, u16) = (20000, 32768);
+
+/// The next port to try, shared by every control plane and Cluster API manager
+/// of this process so that none is handed out twice.
+static NEXT_PORT: std::sync::Mutex<Option<u16>> = std::sync::Mutex::new(None);
+
+/// A loopback port nothing listens on, for a process about to bind it.
 pub(crate) fn free_port() -> Result<u16, Error> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("binding a free port", e))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| Error::io("reading a bound port", e))?
-        .port();
-    Ok(port)
+    let (low, high) = PORT_RANGE;
+    let span = high - low;
+    let mut next = NEXT_PORT.lock().unwrap_or_else(|p| p.into_inner());
+    // Start where another test process (with another pid) is unlikely to be.
+    let start = *next.get_or_insert(low + (std::process::id() % u32::from(span)) as u16);
+    for step in 0..span {
+        let port = low + (start - low + step) % span;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            *next = Some(low + (port - low + 1) % span);
+            return Ok(port);
+        }
+    }
+    Err(Error::io(
+        "finding a free port",
+        std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            "every port of the range is taken",
+        ),
+    ))
+}
+
+/// Whether a start failed because a port was taken between its choice and
+/// its bind, which a second attempt with other ports gets past.
+pub(crate) fn lost_port_race(error: &Error) -> bool {
+    matches!(error, Error::NotReady { logs, .. } if logs.contains("address already in use"))
 }
 
 fn mkdir(path: PathBuf) -> Result<PathBuf, Error> {
@@ -270,5 +301,36 @@ impl ControlPlane {
                 )
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_distinct_and_outside_the_ephemeral_range() {
+        let held = TcpListener::bind(("127.0.0.1", free_port().unwrap())).unwrap();
+        let mut seen = vec![held.local_addr().unwrap().port()];
+        for _ in 0..50 {
+            let port = free_port().unwrap();
+            assert!((PORT_RANGE.0..PORT_RANGE.1).contains(&port), "{port}");
+            assert!(!seen.contains(&port), "{port} handed out twice");
+            seen.push(port);
+        }
+    }
+
+    #[test]
+    fn only_a_bind_failure_is_worth_a_second_start() {
+        let lost = Error::NotReady {
+            what: "etcd exited".into(),
+            logs: "listen tcp 127.0.0.1:20001: bind: address already in use".into(),
+        };
+        let other = Error::NotReady {
+            what: "etcd exited".into(),
+            logs: "permission denied".into(),
+        };
+        assert!(lost_port_race(&lost));
+        assert!(!lost_port_race(&other));
     }
 }

@@ -536,11 +536,16 @@ async fn start_local(index: usize) -> Result<TestEnv, Error> {
         .map_err(|e| Error::io("creating the control-plane folder", e))?
         .keep();
     register_exit_hook();
-    let started = ControlPlane::start(&root).await;
+    let mut started = ControlPlane::start(&root).await;
+    if started.as_ref().is_err_and(control_plane::lost_port_race) {
+        // The processes that did start were stopped when dropped; etcd's data
+        // folder of the failed attempt must not carry over.
+        let _ = std::fs::remove_dir_all(root.join("etcd"));
+        started = ControlPlane::start(&root).await;
+    }
     let cp = match started {
         Ok(cp) => cp,
         Err(e) => {
-            // The processes that did start were stopped when dropped.
             let _ = std::fs::remove_dir_all(&root);
             return Err(e);
         }
