@@ -124,6 +124,10 @@ struct Flags {
     #[arg(long, default_value_t = captf_api::effective::DEFAULT_CLUSTER_MAX_ACTIVE_JOBS as u32,
           value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
     cluster_max_active_jobs: u32,
+    /// Complete state backup sets kept per object (0: take none; those
+    /// there stay restorable).
+    #[arg(long, default_value_t = captf_manager::reconcile::DEFAULT_STATE_BACKUPS)]
+    state_backups: u32,
 }
 
 /// A `host[:port]` entry of `--image-inspect-allowed-registries`.
@@ -230,6 +234,7 @@ impl Flags {
                 "cluster-max-active-jobs",
                 self.cluster_max_active_jobs.to_string(),
             ),
+            ("state-backups", self.state_backups.to_string()),
         ]
     }
 
@@ -356,6 +361,7 @@ async fn run(flags: Flags) -> Result<(), String> {
     config.defaults.drift_interval_seconds =
         i32::try_from(flags.drift_default_interval.as_secs()).unwrap_or(i32::MAX);
     config.max_active_jobs = flags.max_active_jobs;
+    config.state_backups = flags.state_backups;
     config.defaults.cluster_max_active_jobs = flags.cluster_max_active_jobs as i32;
     config.image_inspect = captf_lint::image::inspect::Policy {
         allow_private: flags.image_inspect_allow_private_registries,

@@ -97,6 +97,24 @@ pub fn name_label(name: &str) -> String {
     }
 }
 
+/// The five labels the backend puts on every state chunk (its `labels`
+/// argument) and a backup carries too: managed, owner kind and name, the
+/// cluster's name, and the move label, so `clusterctl move` takes them along.
+pub fn state_labels(
+    kind: WorkloadKind,
+    name: &str,
+    cluster: &str,
+) -> std::collections::BTreeMap<String, String> {
+    use captf_api::names::labels;
+    std::collections::BTreeMap::from([
+        (labels::MANAGED.to_owned(), "true".to_owned()),
+        (labels::OWNER_KIND.to_owned(), kind.kind().to_owned()),
+        (labels::OWNER_NAME.to_owned(), name_label(name)),
+        (labels::CLUSTER_NAME.to_owned(), name_label(cluster)),
+        (labels::CLUSTERCTL_MOVE.to_owned(), String::new()),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

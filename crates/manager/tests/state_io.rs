@@ -94,10 +94,29 @@ async fn state_is_read_adopted_and_re_owned() {
         controller: Some(true),
         block_owner_deletion: Some(true),
     };
-    adopt(&client, ns.name(), &suffix, &owner, Some("h2:abc"))
-        .await
-        .unwrap();
+    // The five state labels an older manager's chunks lack are added; the
+    // backend's own stay.
+    let state_labels = captf_manager::names::state_labels(
+        captf_manager::names::WorkloadKind::Cluster,
+        "prod",
+        "prod",
+    );
+    adopt(
+        &client,
+        ns.name(),
+        &suffix,
+        &owner,
+        &state_labels,
+        Some("h2:abc"),
+    )
+    .await
+    .unwrap();
     let base = secrets.get(&state_secret(&suffix)).await.unwrap();
+    let labels = base.metadata.labels.clone().unwrap_or_default();
+    for (k, v) in &state_labels {
+        assert_eq!(labels.get(k), Some(v), "{k}");
+    }
+    assert_eq!(labels.get("tfstate").map(String::as_str), Some("true"));
     let refs = base.metadata.owner_references.clone().unwrap();
     assert_eq!(refs.len(), 1);
     assert_eq!(refs[0].uid, owner.uid);
@@ -113,9 +132,16 @@ async fn state_is_read_adopted_and_re_owned() {
 
     // Adopting again changes nothing; a restore without a hash removes it.
     let rv = base.metadata.resource_version.clone();
-    adopt(&client, ns.name(), &suffix, &owner, Some("h2:abc"))
-        .await
-        .unwrap();
+    adopt(
+        &client,
+        ns.name(),
+        &suffix,
+        &owner,
+        &state_labels,
+        Some("h2:abc"),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         secrets
             .get(&state_secret(&suffix))
@@ -125,7 +151,7 @@ async fn state_is_read_adopted_and_re_owned() {
             .resource_version,
         rv
     );
-    adopt(&client, ns.name(), &suffix, &owner, None)
+    adopt(&client, ns.name(), &suffix, &owner, &state_labels, None)
         .await
         .unwrap();
     let read = read_state(&client, ns.name(), &suffix)

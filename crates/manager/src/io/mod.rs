@@ -1,6 +1,7 @@
 //! The thin shell: reads and writes against the apiserver, each driven by a
 //! pure decision of the engine.
 
+pub mod backups;
 pub mod identity;
 pub mod jobs;
 pub mod leases;

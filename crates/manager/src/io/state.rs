@@ -1,6 +1,8 @@
 //! Reading state from, and adopting, the Secrets the `kubernetes` backend
 //! writes. Always read live: the backend writes behind the cache's back.
 
+use std::collections::BTreeMap;
+
 use captf_api::names::annotations;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -15,7 +17,8 @@ pub fn state_selector(suffix: &str) -> String {
     format!("tfstate=true,tfstateSecretSuffix={suffix},tfstateWorkspace=default")
 }
 
-async fn list(
+/// The state Secrets of `suffix`, as the backend labels them.
+pub async fn list(
     client: &kube::Client,
     namespace: &str,
     suffix: &str,
@@ -35,6 +38,11 @@ pub async fn read_state(
     suffix: &str,
 ) -> Result<Result<StateSummary, StateError>, kube::Error> {
     let secrets = list(client, namespace, suffix).await?;
+    Ok(summarize(suffix, &secrets))
+}
+
+/// The state the listed Secrets of `suffix` hold.
+pub fn summarize(suffix: &str, secrets: &[Secret]) -> Result<StateSummary, StateError> {
     let chunks: Vec<StateSecret> = secrets
         .iter()
         .map(|s| StateSecret {
@@ -52,19 +60,22 @@ pub async fn read_state(
                 .cloned(),
         })
         .collect();
-    Ok(read(&state_secret(suffix), &chunks))
+    read(&state_secret(suffix), &chunks)
 }
 
 /// Adopts the state after a successful apply or restore: every chunk gets a
 /// non-controller owner reference to the object (so it moves and is
-/// collected with it, without blocking its deletion), and the base Secret
-/// records the inputs hash it was applied from (`None` removes it). Each
-/// write is bound to the resourceVersion just read.
+/// collected with it, without blocking its deletion) and the state labels
+/// it lacks (a chunk written by an older manager, or by hand, has only the
+/// backend's own), and the base Secret records the inputs hash it was
+/// applied from (`None` removes it). Each write is bound to the
+/// resourceVersion just read.
 pub async fn adopt(
     client: &kube::Client,
     namespace: &str,
     suffix: &str,
     owner: &OwnerReference,
+    state_labels: &BTreeMap<String, String>,
     inputs_hash: Option<&str>,
 ) -> Result<(), kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
@@ -88,6 +99,13 @@ pub async fn adopt(
         if !refs.iter().any(|r| r.uid == owner.uid) {
             refs.push(owner.clone());
             changed = true;
+        }
+        let labels = secret.metadata.labels.get_or_insert_with(Default::default);
+        for (k, v) in state_labels {
+            if !labels.contains_key(k) {
+                labels.insert(k.clone(), v.clone());
+                changed = true;
+            }
         }
         if name == base {
             let ann = secret

@@ -85,6 +85,20 @@ pub const ERROR_KINDS: [&str; 7] = [
 ];
 pub const ERROR_KIND_UNKNOWN: &str = "unknown";
 
+/// What became of a state backup.
+pub const BACKUP_RESULTS: [&str; 3] = ["taken", "pruned", "skipped"];
+
+/// How a requested restore ended.
+pub const RESTORE_RESULTS: [&str; 3] = ["succeeded", "failed", "not_found"];
+
+pub fn backup_result(value: &str) -> Result<&'static str, InvalidLabel> {
+    one_of("result", &BACKUP_RESULTS, value)
+}
+
+pub fn restore_result(value: &str) -> Result<&'static str, InvalidLabel> {
+    one_of("result", &RESTORE_RESULTS, value)
+}
+
 /// Why a state read turned unreadable.
 pub const STATE_READ_REASONS: [&str; 5] =
     ["inconsistent", "encrypted", "corrupt", "lost", "locked"];

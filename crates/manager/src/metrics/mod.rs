@@ -101,6 +101,12 @@ struct KindReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindResultLabels {
+    kind: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ObjectLabels {
     kind: &'static str,
     namespace: String,
@@ -188,6 +194,8 @@ struct Families {
     inputs_hash_changes: Family<KindLabels, Counter>,
     lease_waits: Family<KindReasonLabels, Counter>,
     state_read_errors: Family<KindReasonLabels, Counter>,
+    state_backups: Family<KindResultLabels, Counter>,
+    state_restores: Family<KindResultLabels, Counter>,
     outputs_invalid: Family<KindReasonLabels, Counter>,
     remediation_requests: Family<ActionLabels, Counter>,
     ready: Family<ObjectLabels, Gauge>,
@@ -249,6 +257,8 @@ impl Metrics {
             inputs_hash_changes: Family::default(),
             lease_waits: Family::default(),
             state_read_errors: Family::default(),
+            state_backups: Family::default(),
+            state_restores: Family::default(),
             outputs_invalid: Family::default(),
             remediation_requests: Family::default(),
             ready: Family::default(),
@@ -300,6 +310,16 @@ impl Metrics {
             "captf_state_read_errors",
             help("State reads that turned unreadable"),
             f.state_read_errors.clone(),
+        );
+        r.register(
+            "captf_state_backups",
+            help("State backups taken, pruned and skipped"),
+            f.state_backups.clone(),
+        );
+        r.register(
+            "captf_state_restores",
+            help("State restores requested with captf.io/restore-state, by outcome"),
+            f.state_restores.clone(),
         );
         r.register(
             "captf_outputs_invalid",
@@ -508,6 +528,29 @@ impl Metrics {
             kind,
             labels::state_read_reason(reason),
         );
+    }
+
+    /// `count` state backups were taken, pruned or skipped.
+    pub fn state_backups(&self, kind: &str, result: &str, count: u64) {
+        let f = &self.f().state_backups;
+        match labels::kind(kind).and_then(|k| Ok((k, labels::backup_result(result)?))) {
+            Ok((kind, result)) => {
+                f.get_or_create(&KindResultLabels { kind, result })
+                    .inc_by(count);
+            }
+            Err(e) => log_refused("captf_state_backups_total", &e),
+        }
+    }
+
+    /// A requested restore ended (or named no backup).
+    pub fn state_restore(&self, kind: &str, result: &str) {
+        let f = &self.f().state_restores;
+        match labels::kind(kind).and_then(|k| Ok((k, labels::restore_result(result)?))) {
+            Ok((kind, result)) => {
+                f.get_or_create(&KindResultLabels { kind, result }).inc();
+            }
+            Err(e) => log_refused("captf_state_restores_total", &e),
+        }
     }
 
     /// An object's outputs turned invalid, with the `OutputsValid` reason;

@@ -56,6 +56,11 @@ pub enum BookkeepingEffect {
     DeleteJob { name: String },
     /// The attempt record marks `job` as an apply whose outcome is unknown.
     RecordUnconfirmed { job: String },
+    /// A restore succeeded after the newest apply: no apply of unknown
+    /// outcome is in force any more.
+    ClearUnconfirmed,
+    /// The `captf.io/restore-state` request is done.
+    ClearRestoreRequest,
 }
 
 /// The plan: what the pass learned, and the writes that go before the
@@ -76,6 +81,8 @@ pub struct Mark {
     pub plan_hash: Option<String>,
     pub events: Vec<PendingEvent>,
     pub counted: Option<CountedJob>,
+    /// How a restore ended, for `captf_state_restores_total`.
+    pub restore_result: Option<&'static str>,
 }
 
 /// What `captf_jobs_total` and friends count of a finished Job (counted
@@ -335,6 +342,9 @@ pub fn plan_bookkeeping(
                     draft.field("lastRefresh", &at);
                 }
             }
+            (Op::Restore, outcome) => {
+                restore_bookkeeping(loaded, o, outcome, draft, &mut effects, &mut evs);
+            }
             (_, Outcome::Succeeded) => {
                 evs.push(PendingEvent::new(
                     false,
@@ -406,6 +416,13 @@ pub fn plan_bookkeeping(
             plan_hash,
             events: evs,
             counted: CountedJob::of(o),
+            restore_result: (o.record.op == Op::Restore).then_some(
+                if o.record.outcome == Outcome::Succeeded {
+                    "succeeded"
+                } else {
+                    "failed"
+                },
+            ),
         });
     }
     // Job conditions follow the newest finished Job of their ops, when a
@@ -456,6 +473,82 @@ pub fn plan_bookkeeping(
     }
 }
 
+/// A finished restore: its serial is consumed either way; a success adopts
+/// the state with the backup's inputs hash (none when the backup had none),
+/// ends the request and, when it is newer than every apply, the hold of an
+/// apply of unknown outcome. A failure keeps the request (never retried for
+/// that serial) and costs no backoff.
+fn restore_bookkeeping(
+    loaded: &Loaded,
+    o: &ObservedJob,
+    outcome: Outcome,
+    draft: &mut Draft,
+    effects: &mut Vec<BookkeepingEffect>,
+    evs: &mut Vec<PendingEvent>,
+) {
+    let job = &o.record.name;
+    let serial = loaded
+        .annotation(job, annotations::RESTORE_SERIAL)
+        .and_then(|s| s.parse::<u64>().ok());
+    if let Some(serial) = serial {
+        draft.field("lastRestoredSerial", serial);
+    }
+    let serial_text = serial.map_or_else(|| "?".to_owned(), |s| s.to_string());
+    if outcome == Outcome::Succeeded {
+        let hash = loaded
+            .annotation(job, annotations::INPUTS_HASH)
+            .filter(|h| !h.is_empty());
+        effects.push(BookkeepingEffect::AdoptState {
+            inputs_hash: hash.map(str::to_owned),
+        });
+        let newest_apply = loaded
+            .observed
+            .iter()
+            .filter(|a| a.record.op == Op::Apply)
+            .map(|a| a.record.created)
+            .max();
+        if newest_apply.is_none_or(|a| o.record.finished.is_some_and(|f| f > a)) {
+            effects.push(BookkeepingEffect::ClearUnconfirmed);
+        }
+        effects.push(BookkeepingEffect::ClearRestoreRequest);
+        let message = format!("Job {job} restored the backup of state serial {serial_text}");
+        draft.set(
+            conditions::RESTORE_JOB_SUCCEEDED,
+            &ConditionValue {
+                status: "True",
+                reason: reasons::STATE_RESTORED,
+                message: message.clone(),
+            },
+        );
+        evs.push(PendingEvent::new(
+            false,
+            events::STATE_RESTORED,
+            "Restore",
+            message,
+        ));
+    } else {
+        let message = format!(
+            "Job {job} could not restore the backup of state serial {serial_text}; it is not tried again. \
+             To retry, remove {}, then set it again",
+            annotations::RESTORE_STATE
+        );
+        draft.set(
+            conditions::RESTORE_JOB_SUCCEEDED,
+            &ConditionValue {
+                status: "False",
+                reason: reasons::RESTORE_FAILED,
+                message: message.clone(),
+            },
+        );
+        evs.push(PendingEvent::new(
+            true,
+            events::STATE_RESTORE_FAILED,
+            "Restore",
+            message,
+        ));
+    }
+}
+
 /// Applies the bookkeeping writes in the order planned (a write that finds
 /// its object gone is done).
 pub async fn execute_bookkeeping<K: Workload>(
@@ -477,11 +570,13 @@ pub async fn execute_bookkeeping<K: Workload>(
                 image_id,
             } => promote(ctx, obj, job, inputs_hash.as_deref(), image_id.as_deref()).await?,
             BookkeepingEffect::AdoptState { inputs_hash } => {
+                let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
                 adopt(
                     &ctx.client,
                     &ns,
                     &suffix,
                     &obj.owner_reference(),
+                    &crate::names::state_labels(K::KIND, &obj.name_any(), cluster),
                     inputs_hash.as_deref(),
                 )
                 .await?
@@ -499,6 +594,14 @@ pub async fn execute_bookkeeping<K: Workload>(
             BookkeepingEffect::RecordUnconfirmed { job } => {
                 let record = attempt_record_name(K::KIND, &obj.name_any());
                 set_unconfirmed(&ctx.client, &ns, &record, Some(job)).await?;
+            }
+            BookkeepingEffect::ClearUnconfirmed => {
+                let record = attempt_record_name(K::KIND, &obj.name_any());
+                set_unconfirmed(&ctx.client, &ns, &record, None).await?;
+            }
+            BookkeepingEffect::ClearRestoreRequest => {
+                let patch = serde_json::json!({"metadata": {"annotations": {annotations::RESTORE_STATE: null}}});
+                super::pass::patch_own(ctx, obj, &patch).await?;
             }
             BookkeepingEffect::DeleteJob { name } => {
                 let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);

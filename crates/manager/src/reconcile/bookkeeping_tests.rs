@@ -325,3 +325,89 @@ async fn bookkeeping_writes_in_plan_order_and_a_gone_object_is_done() {
     );
     assert!(mock.calls()[3].path.ends_with("/jobs/refresh-0"));
 }
+
+/// Scenario 18: a successful restore newer than the newest apply clears the
+/// hold of an apply of unknown outcome; an older one clears nothing. Either
+/// way the serial is consumed and the request ends only on success.
+#[test]
+fn a_restore_is_bookkept_by_its_outcome_and_its_age_against_the_applies() {
+    let restore_ann =
+        |hash: &str| json!({annotations::RESTORE_SERIAL: "4", annotations::INPUTS_HASH: hash});
+    // (restore outcome, restore start, apply start, hash, clears unconfirmed, adopts with)
+    let cases = [
+        (
+            Outcome::Succeeded,
+            100,
+            Some(0),
+            "h2:old",
+            true,
+            Some(Some("h2:old")),
+        ),
+        (Outcome::Succeeded, 100, None, "", true, Some(None)),
+        // The apply started after the restore finished: it is newer.
+        (
+            Outcome::Succeeded,
+            0,
+            Some(100),
+            "h2:old",
+            false,
+            Some(Some("h2:old")),
+        ),
+        (Outcome::Failed, 100, Some(0), "h2:old", false, None),
+    ];
+    for (outcome, restore_at, apply_at, hash, clears, adopts) in cases {
+        let mut jobs = vec![job(
+            "restore-1",
+            Op::Restore,
+            outcome,
+            restore_at,
+            restore_ann(hash),
+        )];
+        if let Some(t) = apply_at {
+            let mut ann = bookkept();
+            ann[annotations::INPUTS_HASH] = json!("h2:new");
+            jobs.push(job("apply-1", Op::Apply, Outcome::Failed, t, ann));
+        }
+        let l = loaded(jobs);
+        let (draft, plan) = plan(&l);
+        let case = format!("{outcome:?} restore at {restore_at}, apply at {apply_at:?}");
+        assert_eq!(
+            draft.field_value("lastRestoredSerial"),
+            Some(&json!(4)),
+            "{case}"
+        );
+        let adopted = plan.effects.iter().find_map(|e| match e {
+            BookkeepingEffect::AdoptState { inputs_hash } => Some(inputs_hash.as_deref()),
+            _ => None,
+        });
+        assert_eq!(adopted, adopts, "{case}");
+        assert_eq!(
+            plan.effects.contains(&BookkeepingEffect::ClearUnconfirmed),
+            clears,
+            "{case}"
+        );
+        let ends = plan
+            .effects
+            .contains(&BookkeepingEffect::ClearRestoreRequest);
+        assert_eq!(ends, outcome == Outcome::Succeeded, "{case}");
+        let c = draft.get(conditions::RESTORE_JOB_SUCCEEDED).unwrap();
+        let expected = if outcome == Outcome::Succeeded {
+            ("True", "StateRestored")
+        } else {
+            ("False", "RestoreFailed")
+        };
+        assert_eq!((c.status.as_str(), c.reason.as_str()), expected, "{case}");
+        let mark = plan
+            .booked
+            .marks
+            .iter()
+            .find(|m| m.job == "restore-1")
+            .unwrap();
+        let result = if outcome == Outcome::Succeeded {
+            "succeeded"
+        } else {
+            "failed"
+        };
+        assert_eq!(mark.restore_result, Some(result), "{case}");
+    }
+}

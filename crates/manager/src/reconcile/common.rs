@@ -116,6 +116,9 @@ pub struct OpenPass {
     /// The apply whose outcome is unknown and still in force (set when the
     /// records are read).
     pub unconfirmed_apply: Option<String>,
+    /// The backup a `captf.io/restore-state` request asks to restore (set
+    /// when the state is read).
+    pub restore: Option<super::backups::RestoreTarget>,
     deleting: bool,
     pool: bool,
 }
@@ -152,6 +155,7 @@ impl OpenPass {
             early_state: None,
             block_move: false,
             unconfirmed_apply: None,
+            restore: None,
             deleting,
             pool,
         }
@@ -218,9 +222,15 @@ pub async fn read_stored<K: Workload>(
     obj: &K,
     p: &mut OpenPass,
 ) -> Result<Stored, Error> {
-    let read = match p.early_state.take() {
-        Some(read) => read,
-        None => pass::state(ctx, obj).await?,
+    let ns = obj.namespace().unwrap_or_default();
+    let suffix = crate::names::state_suffix(K::KIND, &ns, &obj.name_any());
+    // The chunks themselves are kept for this pass only, for a backup.
+    let (read, chunks) = match p.early_state.take() {
+        Some(read) => (read, Vec::new()),
+        None => {
+            let chunks = crate::io::state::list(&ctx.client, &ns, &suffix).await?;
+            (crate::io::state::summarize(&suffix, &chunks), chunks)
+        }
     };
     let applied = applied_record(ctx, obj).await?;
     let mut attempt = attempt_record(ctx, obj).await?;
@@ -249,14 +259,10 @@ pub async fn read_stored<K: Workload>(
     };
     p.unconfirmed_apply = unconfirmed;
     // Informational: the backend's suffix, and the serial the outputs come from.
-    let ns = obj.namespace().unwrap_or_default();
-    let suffix = crate::names::state_suffix(K::KIND, &ns, &obj.name_any());
     p.draft.field("stateSecretSuffix", suffix);
-    if let Ok(s) = &read
-        && s.serial >= 1
-    {
-        p.draft.field("observedStateSerial", s.serial);
-    }
+    super::backups::back_up_new_serial(ctx, obj, p, &read, &chunks).await?;
+    drop(chunks);
+    p.restore = super::backups::requested_restore(ctx, obj, p).await?;
     let before = obj.condition(conditions::STATE_READABLE);
     let again = before.is_some_and(|c| c.status == "False" && c.reason == readable.reason);
     if readable.status == "False" && !again {
@@ -629,6 +635,7 @@ pub async fn open<K: Workload>(
         early_state,
         block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
         unconfirmed_apply: None,
+        restore: None,
         deleting,
         pool,
     };

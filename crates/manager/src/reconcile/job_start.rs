@@ -24,7 +24,7 @@ use crate::io::leases::{Acquire, LeaseKind, LeaseRequest, acquire, release};
 use crate::io::records::write_record;
 use crate::io::start::{Started, create_job, ensure_run_secret};
 use crate::jobs::args::{Guard, RunnerArgs};
-use crate::jobs::build::{JobRequest, build};
+use crate::jobs::build::{JobRequest, RestoreChunk, build};
 use crate::leases::{backstop, run_lease_name};
 use crate::names::{job_name, state_suffix};
 use crate::records::{InputsRecord, attempt_record_name, record_labels};
@@ -53,6 +53,8 @@ pub struct StartRequest {
     /// A stale state lock left by one of the object's own dead runner pods:
     /// the Job releases it (`--force-unlock`) before its work.
     pub force_unlock: Option<String>,
+    /// Restore: the backup the Job pushes.
+    pub restore: Option<super::backups::RestoreTarget>,
 }
 
 /// How a start went.
@@ -149,10 +151,7 @@ fn job_request<K: Workload>(
     if req.remediation {
         job_annotations.insert(annotations::DRIFT_REMEDIATION.to_owned(), "true".to_owned());
     }
-    let state_labels = BTreeMap::from([
-        (labels::MANAGED.to_owned(), "true".to_owned()),
-        (labels::CLUSTER_NAME.to_owned(), req.cluster_name.clone()),
-    ]);
+    let state_labels = crate::names::state_labels(K::KIND, &name, &req.cluster_name);
     let event_object = config.runner_events.then(|| {
         (
             format!(
@@ -189,7 +188,10 @@ fn job_request<K: Workload>(
             force_unlock: req.force_unlock.clone(),
             guard_deletes: req.guard.is_some(),
             guard: req.guard.clone(),
-            restore: None,
+            restore: req
+                .restore
+                .as_ref()
+                .map(|t| (t.chunk_names.len() as u32, t.resources)),
             plan_key: req.plan_key_secret.is_some(),
             event_object,
         },
@@ -200,7 +202,13 @@ fn job_request<K: Workload>(
                 .and_then(|v| v.as_str().map(str::to_owned))
         }),
         inputs_hash: Some(req.inputs_hash.clone()),
-        restore: None,
+        restore: req.restore.as_ref().map(|t| {
+            let chunks = t
+                .chunk_names
+                .iter()
+                .map(|c| RestoreChunk { secret: c.clone() });
+            (t.serial, chunks.collect())
+        }),
         annotations: job_annotations,
         active_deadline_seconds: jobs.active_deadline_seconds,
         service_account: jobs

@@ -57,6 +57,7 @@ fn request(op: Op, remediation: bool) -> StartRequest {
         credentials_secret: None,
         annotations: Default::default(),
         force_unlock: None,
+        restore: None,
     }
 }
 

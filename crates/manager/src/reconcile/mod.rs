@@ -2,6 +2,7 @@
 //! preamble, bookkeeping of finished Jobs, state, the kind's inputs and
 //! outputs, the decision, a crash-safe Job start, and one status patch.
 
+pub mod backups;
 pub mod bookkeeping;
 pub mod cleanup;
 pub mod cluster;
@@ -63,7 +64,13 @@ pub struct Config {
     /// Unfinished Jobs across the manager (`--max-active-jobs`; 0: no cap).
     /// A cluster's own limit is `defaults.cluster_max_active_jobs`.
     pub max_active_jobs: u32,
+    /// Complete backup sets kept per object (`--state-backups`; 0: take
+    /// none, those there stay restorable).
+    pub state_backups: u32,
 }
+
+/// Default of `--state-backups`.
+pub const DEFAULT_STATE_BACKUPS: u32 = 5;
 
 /// Default of `--max-active-jobs`.
 pub const DEFAULT_MAX_ACTIVE_JOBS: u32 = 200;
@@ -102,6 +109,7 @@ impl Config {
             concurrency: Concurrency::default(),
             image_inspect: Default::default(),
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
+            state_backups: DEFAULT_STATE_BACKUPS,
         }
     }
 }

@@ -136,7 +136,7 @@ pub fn decide_op<K: Workload>(
         deleting: p.deleting(),
         retain: p.shared.retain,
         job_active: false,
-        restore_requested: false,
+        restore_requested: p.restore.is_some(),
         state,
         current_hash: current.map(|c| c.hash.clone()),
         unconfirmed_apply: p.unconfirmed_apply.is_some(),
@@ -321,7 +321,22 @@ pub fn start_request<K: Workload>(
                 None,
             )
         }
-        Op::Restore => return None,
+        Op::Restore => {
+            let target = p.restore.as_ref()?;
+            // The runtime comes with the module image the state was applied
+            // with; the root is the backend alone.
+            let image = recorded
+                .map(InputsRecord::pinned_image)
+                .or_else(|| current.map(|c| c.image.clone()))?;
+            let root = captf_contract::render_backend_root();
+            (
+                (root.main_tf_json, root.tfvars_json),
+                target.inputs_hash.clone(),
+                image,
+                format!("restore/{}", target.set),
+                None,
+            )
+        }
     };
     Some(StartRequest {
         op,
@@ -344,5 +359,6 @@ pub fn start_request<K: Workload>(
             _ => BTreeMap::new(),
         },
         force_unlock: None,
+        restore: (op == Op::Restore).then(|| p.restore.clone()).flatten(),
     })
 }

@@ -391,6 +391,9 @@ pub async fn finish<K: Workload>(
             ctx.metrics
                 .job_finished(K::KIND.kind(), c.op, c.result, c.duration, error);
         }
+        if let Some(result) = m.restore_result {
+            ctx.metrics.state_restore(K::KIND.kind(), result);
+        }
         if let Err(e) =
             mark_bookkept(&ctx.client, &ns, &m.job, m.outcome, m.plan_hash.as_deref()).await
         {

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use captf_api::names::annotations as ann;
+
 /// Most chunks a set may have (as for state).
 pub const MAX_CHUNKS: u32 = 32;
 /// Most sets listed in `status.stateBackups`.
@@ -28,7 +30,7 @@ pub fn chunk_name(set: &str, index: u32) -> String {
 }
 
 /// One backup Secret as listed, reduced to its annotations.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BackupChunk {
     pub name: String,
     pub set: String,
@@ -38,6 +40,12 @@ pub struct BackupChunk {
     /// RFC 3339, as written in `captf.io/state-backup-taken-at`.
     pub taken_at: String,
     pub bytes: u64,
+    /// `captf.io/state-backup-digest`: sha256 of the set's payload.
+    pub digest: String,
+    /// `captf.io/inputs-hash` (chunk 0 only).
+    pub inputs_hash: Option<String>,
+    /// `captf.io/state-backup-resources`.
+    pub resources: u32,
 }
 
 /// A backup set.
@@ -50,6 +58,11 @@ pub struct BackupSet {
     /// Chunk Secret names, in index order.
     pub chunk_names: Vec<String>,
     pub complete: bool,
+    pub digest: String,
+    /// The inputs hash the backed-up state was applied from, if it had one.
+    pub inputs_hash: Option<String>,
+    /// Managed resources of the backed-up state.
+    pub resources: u32,
 }
 
 /// Groups chunks into sets, newest first (by time taken, then serial).
@@ -77,6 +90,9 @@ pub fn sets(chunks: &[BackupChunk]) -> Vec<BackupSet> {
                 bytes: members.iter().map(|c| c.bytes).sum(),
                 chunk_names: members.iter().map(|c| c.name.clone()).collect(),
                 complete,
+                digest: first.digest.clone(),
+                inputs_hash: first.inputs_hash.clone(),
+                resources: first.resources,
             }
         })
         .collect();
@@ -158,6 +174,141 @@ pub fn backup_due(
     enabled && !deleting && !restoring && serial >= 1 && last_seen != Some(serial)
 }
 
+/// The state a backup copies, as read this pass.
+#[derive(Debug, Clone)]
+pub struct StateCopy<'a> {
+    pub suffix: &'a str,
+    pub serial: u64,
+    pub lineage: &'a str,
+    pub resources: u32,
+    pub inputs_hash: Option<&'a str>,
+    /// The Job that wrote this serial, when known.
+    pub source_job: Option<&'a str>,
+    /// RFC 3339.
+    pub taken_at: &'a str,
+    /// Each state chunk's compressed payload, in chunk order.
+    pub payloads: &'a [Vec<u8>],
+}
+
+/// One Secret of a backup set to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupSecret {
+    pub name: String,
+    pub annotations: BTreeMap<String, String>,
+    pub payload: Vec<u8>,
+}
+
+/// What taking a backup of a state comes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackupPlan {
+    /// Write these Secrets (creating one that exists already is done: it is
+    /// an interrupted write of the same content being finished).
+    Write {
+        set: String,
+        secrets: Vec<BackupSecret>,
+    },
+    /// A complete set of this serial and content exists.
+    AlreadyTaken { set: String },
+    /// Both names this serial may use hold other content.
+    Conflict { set: String },
+}
+
+/// sha256 over the concatenated payloads, lower-case hex.
+pub fn digest(payloads: &[Vec<u8>]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for p in payloads {
+        h.update(p);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Plans the backup of `copy` next to the sets listed: the plain name, or
+/// the digest-suffixed one when the plain name holds other content of the
+/// same serial (a restore pushed an older serial back).
+pub fn plan_backup(copy: &StateCopy<'_>, listed: &[BackupSet]) -> BackupPlan {
+    let digest = digest(copy.payloads);
+    if let Some(same) = listed
+        .iter()
+        .find(|s| s.complete && s.serial == copy.serial && s.digest == digest)
+    {
+        return BackupPlan::AlreadyTaken {
+            set: same.name.clone(),
+        };
+    }
+    let plain = set_name(copy.suffix, copy.serial, None);
+    let suffixed = set_name(copy.suffix, copy.serial, Some(&digest[..8]));
+    let free = |name: &str| {
+        listed
+            .iter()
+            .find(|s| s.name == name)
+            .is_none_or(|s| s.digest == digest)
+    };
+    let set = if free(&plain) {
+        plain
+    } else if free(&suffixed) {
+        suffixed
+    } else {
+        return BackupPlan::Conflict { set: suffixed };
+    };
+    let chunks = copy.payloads.len() as u32;
+    let secrets = copy
+        .payloads
+        .iter()
+        .enumerate()
+        .map(|(i, payload)| {
+            let mut a = BTreeMap::from([
+                (ann::STATE_BACKUP_SERIAL, copy.serial.to_string()),
+                (ann::STATE_BACKUP_LINEAGE, copy.lineage.to_owned()),
+                (ann::STATE_BACKUP_TAKEN_AT, copy.taken_at.to_owned()),
+                (ann::STATE_BACKUP_DIGEST, digest.clone()),
+                (ann::STATE_BACKUP_RESOURCES, copy.resources.to_string()),
+                (ann::STATE_BACKUP_SET, set.clone()),
+                (ann::STATE_BACKUP_CHUNK, i.to_string()),
+                (ann::STATE_BACKUP_CHUNKS, chunks.to_string()),
+            ]);
+            if let Some(job) = copy.source_job {
+                a.insert(ann::STATE_BACKUP_SOURCE_JOB, job.to_owned());
+            }
+            if let (0, Some(h)) = (i, copy.inputs_hash) {
+                a.insert(ann::INPUTS_HASH, h.to_owned());
+            }
+            BackupSecret {
+                name: chunk_name(&set, i as u32),
+                annotations: a.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                payload: payload.clone(),
+            }
+        })
+        .collect();
+    BackupPlan::Write { set, secrets }
+}
+
+/// A backup Secret's annotations read back into a chunk (`None`: not a
+/// chunk this implementation can use).
+pub fn chunk_of(
+    name: &str,
+    annotations: &BTreeMap<String, String>,
+    bytes: u64,
+) -> Option<BackupChunk> {
+    let get = |k: &str| annotations.get(k).map(String::as_str);
+    Some(BackupChunk {
+        name: name.to_owned(),
+        set: get(ann::STATE_BACKUP_SET)?.to_owned(),
+        serial: get(ann::STATE_BACKUP_SERIAL)?.parse().ok()?,
+        index: get(ann::STATE_BACKUP_CHUNK)?.parse().ok()?,
+        chunks: get(ann::STATE_BACKUP_CHUNKS)?.parse().ok()?,
+        taken_at: get(ann::STATE_BACKUP_TAKEN_AT)
+            .unwrap_or_default()
+            .to_owned(),
+        bytes,
+        digest: get(ann::STATE_BACKUP_DIGEST).unwrap_or_default().to_owned(),
+        inputs_hash: get(ann::INPUTS_HASH).map(str::to_owned),
+        resources: get(ann::STATE_BACKUP_RESOURCES)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +322,7 @@ mod tests {
             chunks,
             taken_at: at.into(),
             bytes: 100,
+            ..Default::default()
         }
     }
 
@@ -271,5 +423,104 @@ mod tests {
         assert!(!backup_due(3, Some(2), false, false, false));
         assert!(!backup_due(3, Some(2), true, true, false));
         assert!(!backup_due(3, Some(2), true, false, true));
+    }
+
+    fn copy<'a>(serial: u64, payloads: &'a [Vec<u8>]) -> StateCopy<'a> {
+        StateCopy {
+            suffix: "abc-c",
+            serial,
+            lineage: "l-1",
+            resources: 3,
+            inputs_hash: Some("h2:aa"),
+            source_job: Some("captf-c-x-apply-1"),
+            taken_at: "2026-12-02T01:00:00Z",
+            payloads,
+        }
+    }
+
+    /// The set a plan writes, as listed once written.
+    fn written(plan: &BackupPlan) -> Vec<BackupSet> {
+        let BackupPlan::Write { secrets, .. } = plan else {
+            panic!("{plan:?}")
+        };
+        let chunks: Vec<BackupChunk> = secrets
+            .iter()
+            .map(|s| chunk_of(&s.name, &s.annotations, s.payload.len() as u64).unwrap())
+            .collect();
+        sets(&chunks)
+    }
+
+    #[test]
+    fn a_backup_is_a_labelled_copy_of_every_chunk_and_reads_back_complete() {
+        let payloads = vec![b"first".to_vec(), b"second".to_vec()];
+        let plan = plan_backup(&copy(7, &payloads), &[]);
+        let BackupPlan::Write { set, secrets } = &plan else {
+            panic!("{plan:?}")
+        };
+        assert_eq!(set, "captf-state-backup-abc-c-7");
+        assert_eq!(secrets[1].name, "captf-state-backup-abc-c-7-part-1");
+        assert_eq!(secrets[1].payload, b"second");
+        assert_eq!(secrets[0].annotations[ann::INPUTS_HASH], "h2:aa");
+        assert!(!secrets[1].annotations.contains_key(ann::INPUTS_HASH));
+        assert_eq!(
+            secrets[0].annotations[ann::STATE_BACKUP_SOURCE_JOB],
+            "captf-c-x-apply-1"
+        );
+        let listed = written(&plan);
+        assert_eq!(listed.len(), 1);
+        let s = &listed[0];
+        assert!(s.complete);
+        assert_eq!((s.serial, s.bytes, s.resources), (7, 11, 3));
+        assert_eq!(s.inputs_hash.as_deref(), Some("h2:aa"));
+        assert_eq!(s.digest, digest(&payloads));
+    }
+
+    #[test]
+    fn the_same_serial_and_content_is_taken_once() {
+        let payloads = vec![b"state".to_vec()];
+        let listed = written(&plan_backup(&copy(7, &payloads), &[]));
+        assert_eq!(
+            plan_backup(&copy(7, &payloads), &listed),
+            BackupPlan::AlreadyTaken {
+                set: "captf-state-backup-abc-c-7".into()
+            }
+        );
+    }
+
+    #[test]
+    fn other_content_of_a_backed_up_serial_gets_the_digest_suffix_then_conflicts() {
+        let old = vec![b"before the restore".to_vec()];
+        let new = vec![b"pushed back by a restore".to_vec()];
+        let mut listed = written(&plan_backup(&copy(7, &old), &[]));
+        let plan = plan_backup(&copy(7, &new), &listed);
+        let suffixed = format!("captf-state-backup-abc-c-7-{}", &digest(&new)[..8]);
+        assert!(matches!(&plan, BackupPlan::Write { set, .. } if *set == suffixed));
+        // A content whose digest-suffixed name holds other content too (a
+        // collision of the first 8 digits) is refused, never overwritten.
+        let third = vec![b"third".to_vec()];
+        let mut squatter = written(&plan_backup(&copy(7, &new), &[]));
+        squatter[0].name = format!("captf-state-backup-abc-c-7-{}", &digest(&third)[..8]);
+        listed.extend(squatter);
+        assert!(matches!(
+            plan_backup(&copy(7, &third), &listed),
+            BackupPlan::Conflict { .. }
+        ));
+    }
+
+    #[test]
+    fn an_interrupted_write_of_the_same_content_is_finished() {
+        let payloads = vec![b"a".to_vec(), b"b".to_vec()];
+        let mut listed = written(&plan_backup(&copy(7, &payloads), &[]));
+        listed[0].complete = false;
+        listed[0].chunk_names.pop();
+        assert!(matches!(
+            plan_backup(&copy(7, &payloads), &listed),
+            BackupPlan::Write { .. }
+        ));
+    }
+
+    #[test]
+    fn a_secret_without_backup_annotations_is_no_chunk() {
+        assert_eq!(chunk_of("x", &BTreeMap::new(), 1), None);
     }
 }

@@ -78,7 +78,7 @@ impl StateError {
 }
 
 /// The chunk index of `name`: 0 for the base Secret, N for `-part-N`.
-fn chunk_index(base: &str, name: &str) -> Option<usize> {
+pub fn chunk_index(base: &str, name: &str) -> Option<usize> {
     if name == base {
         return Some(0);
     }

@@ -1,0 +1,313 @@
+//! State backups and restore requests in a pass: a backup of each new state
+//! serial (pruned to `--state-backups`, listed in `status.stateBackups`),
+//! and the backup a `captf.io/restore-state` annotation names. The choices
+//! are in `state/backups.rs`; this is their shell.
+//!
+//! Cost: a pass whose state serial was seen already and that carries no
+//! restore request makes no request here. A new serial costs one LIST of
+//! the object's backups, one create per chunk and one delete per pruned
+//! chunk; a restore request costs one GET of the object and one LIST.
+
+use captf_api::names::{annotations, conditions, events, reasons};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+
+use super::common::OpenPass;
+use super::pass;
+use super::status::Draft;
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::engine::decide::Op;
+use crate::engine::history::Outcome;
+use crate::engine::job_conditions::ConditionValue;
+use crate::io::backups::{delete_chunks, list_chunks, write_set};
+use crate::names::{state_labels, state_suffix};
+use crate::state::backups::{
+    self as plan, BackupPlan, BackupSet, MAX_STATUS_ENTRIES, RestoreRequest, StateCopy,
+};
+use crate::state::reader::{StateError, StateSummary};
+
+/// The backup a requested restore pushes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreTarget {
+    pub serial: u64,
+    pub set: String,
+    pub chunk_names: Vec<String>,
+    /// The inputs hash the backed-up state was applied from ("" if none).
+    pub inputs_hash: String,
+    pub resources: u32,
+}
+
+impl RestoreTarget {
+    fn of(set: &BackupSet) -> Self {
+        RestoreTarget {
+            serial: set.serial,
+            set: set.name.clone(),
+            chunk_names: set.chunk_names.clone(),
+            inputs_hash: set.inputs_hash.clone().unwrap_or_default(),
+            resources: set.resources,
+        }
+    }
+}
+
+/// `status.stateBackups`: the complete sets, newest first.
+fn status_entries(sets: &[BackupSet]) -> serde_json::Value {
+    let entries: Vec<serde_json::Value> = sets
+        .iter()
+        .filter(|s| s.complete && s.bytes >= 1)
+        .take(MAX_STATUS_ENTRIES)
+        .map(|s| serde_json::json!({"serial": s.serial, "takenAt": s.taken_at, "bytes": s.bytes}))
+        .collect();
+    if entries.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::Value::Array(entries)
+    }
+}
+
+/// The Job that wrote the state last, if this pass knows it.
+fn source_job(p: &OpenPass) -> Option<String> {
+    let ops = [Op::Apply, Op::Destroy, Op::Refresh, Op::Drift, Op::Restore];
+    p.loaded
+        .newest_finished(&ops)
+        .filter(|o| o.record.outcome == Outcome::Succeeded)
+        .map(|o| o.record.name.clone())
+}
+
+/// Backs up a state serial the object has not seen yet, prunes, and
+/// records `status.observedStateSerial` and `status.stateBackups`. A write
+/// that fails leaves the serial unseen, so the next pass tries again; the
+/// pass itself goes on.
+pub async fn back_up_new_serial<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    read: &Result<StateSummary, StateError>,
+    secrets: &[Secret],
+) -> Result<(), Error> {
+    let Ok(state) = read else {
+        return Ok(());
+    };
+    // While a Job runs the serial it writes is not adopted yet (no inputs
+    // hash on it): it is backed up once the Job is bookkept.
+    if state.serial < 1 || p.active.is_some() {
+        return Ok(());
+    }
+    let seen = obj
+        .workspace_status()
+        .and_then(|s| s.observed_state_serial)
+        .map(|s| s.max(0) as u64);
+    let due = plan::backup_due(
+        state.serial,
+        seen,
+        ctx.config.state_backups > 0,
+        p.deleting(),
+        // A restore's push writes the next serial (the backend counts every
+        // write): a version of its own, backed up like any other.
+        false,
+    );
+    if !due {
+        if seen != Some(state.serial) && !p.deleting() {
+            p.draft.field("observedStateSerial", state.serial);
+        }
+        return Ok(());
+    }
+    match take(ctx, obj, p, state, secrets).await {
+        Ok(()) => p.draft.field("observedStateSerial", state.serial),
+        Err(e) => {
+            tracing::warn!(name = obj.name_any(), serial = state.serial, error = %e,
+                "could not back up the state; the next pass tries again");
+        }
+    }
+    Ok(())
+}
+
+/// The state chunks' payloads, in chunk order (`None` when one has none).
+fn payloads(suffix: &str, secrets: &[Secret]) -> Option<Vec<Vec<u8>>> {
+    let base = crate::names::state_secret(suffix);
+    let mut indexed: Vec<(usize, Vec<u8>)> = secrets
+        .iter()
+        .map(|s| {
+            let name = s.metadata.name.as_deref()?;
+            let index = crate::state::reader::chunk_index(&base, name)?;
+            let data = s.data.as_ref()?.get("tfstate")?;
+            Some((index, data.0.clone()))
+        })
+        .collect::<Option<_>>()?;
+    indexed.sort_by_key(|(i, _)| *i);
+    Some(indexed.into_iter().map(|(_, d)| d).collect())
+}
+
+async fn take<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    state: &StateSummary,
+    secrets: &[Secret],
+) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let suffix = state_suffix(K::KIND, &ns, &name);
+    let kind = K::KIND.kind();
+    let Some(payloads) = payloads(&suffix, secrets) else {
+        ctx.metrics.state_backups(kind, "skipped", 1);
+        tracing::info!(name, "state chunks changed while read; no backup this pass");
+        return Ok(());
+    };
+    let mut chunks = list_chunks(&ctx.client, &ns, &suffix).await?;
+    let listed = plan::sets(&chunks);
+    // Whole seconds: sets are ordered by this text.
+    let now = super::status::time(std::time::SystemTime::now()).0;
+    let taken_at = k8s_openapi::jiff::Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string();
+    let source = source_job(p);
+    let copy = StateCopy {
+        suffix: &suffix,
+        serial: state.serial,
+        lineage: &state.lineage,
+        resources: state.managed_resources as u32,
+        inputs_hash: state.inputs_hash.as_deref(),
+        source_job: source.as_deref(),
+        taken_at: &taken_at,
+        payloads: &payloads,
+    };
+    let (set, written) = match plan::plan_backup(&copy, &listed) {
+        BackupPlan::AlreadyTaken { set } => (set, Vec::new()),
+        BackupPlan::Conflict { set } => {
+            ctx.metrics.state_backups(kind, "skipped", 1);
+            tracing::warn!(
+                name,
+                set,
+                "a backup Secret of this serial holds other content; none taken"
+            );
+            return Ok(());
+        }
+        BackupPlan::Write { set, secrets } => {
+            let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
+            let labels = state_labels(K::KIND, &name, cluster);
+            write_set(
+                &ctx.client,
+                &ns,
+                &suffix,
+                &secrets,
+                &labels,
+                &obj.owner_reference(),
+            )
+            .await?;
+            (set, secrets)
+        }
+    };
+    for s in &written {
+        chunks.retain(|c| c.name != s.name);
+        chunks.extend(plan::chunk_of(
+            &s.name,
+            &s.annotations,
+            s.payload.len() as u64,
+        ));
+    }
+    let sets = plan::sets(&chunks);
+    let target = requested_set(obj, &sets);
+    let doomed = plan::prune(&sets, ctx.config.state_backups as usize, target.as_deref());
+    let doomed_chunks: Vec<String> = sets
+        .iter()
+        .filter(|s| doomed.contains(&s.name))
+        .flat_map(|s| s.chunk_names.clone())
+        .collect();
+    delete_chunks(&ctx.client, &ns, &doomed_chunks).await?;
+    let kept: Vec<BackupSet> = sets
+        .into_iter()
+        .filter(|s| !doomed.contains(&s.name))
+        .collect();
+    p.draft.field("stateBackups", status_entries(&kept));
+    if !written.is_empty() {
+        ctx.metrics.state_backups(kind, "taken", 1);
+        let bytes: usize = payloads.iter().map(Vec::len).sum();
+        let note = format!(
+            "state serial {} backed up as {set} ({bytes} bytes)",
+            state.serial
+        );
+        pass::event(ctx, obj, false, events::STATE_BACKED_UP, "Backup", note).await;
+    }
+    if !doomed.is_empty() {
+        ctx.metrics
+            .state_backups(kind, "pruned", doomed.len() as u64);
+        tracing::info!(name, pruned = ?doomed, "pruned state backups");
+    }
+    Ok(())
+}
+
+/// The set a pending restore names (spared by pruning).
+fn requested_set<K: Workload>(obj: &K, sets: &[BackupSet]) -> Option<String> {
+    let value = obj.annotations().get(annotations::RESTORE_STATE)?;
+    match plan::restore_target(value, sets, None) {
+        Ok(RestoreRequest::Restore(s)) => Some(s.name.clone()),
+        _ => None,
+    }
+}
+
+/// The serial of the last consumed restore: this pass's bookkeeping first,
+/// then the object as read live.
+fn last_restored<K: Workload>(draft: &Draft, live: &K) -> Option<u64> {
+    draft
+        .field_value("lastRestoredSerial")
+        .and_then(serde_json::Value::as_u64)
+        .or_else(|| {
+            live.workspace_status()
+                .and_then(|s| s.last_restored_serial)
+                .map(|s| s.max(0) as u64)
+        })
+}
+
+/// The backup a `captf.io/restore-state` annotation asks to restore, read
+/// live (a stale cache must not run a consumed restore again). A value that
+/// names no complete backup sets `RestoreJobSucceeded=False/
+/// RestoreBackupNotFound` and starts nothing.
+pub async fn requested_restore<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+) -> Result<Option<RestoreTarget>, Error> {
+    if !obj.annotations().contains_key(annotations::RESTORE_STATE) {
+        return Ok(None);
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &ns);
+    let Some(live) = api.get_opt(&obj.name_any()).await? else {
+        return Ok(None);
+    };
+    let Some(value) = live.annotations().get(annotations::RESTORE_STATE).cloned() else {
+        return Ok(None);
+    };
+    let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
+    let sets = plan::sets(&list_chunks(&ctx.client, &ns, &suffix).await?);
+    match plan::restore_target(&value, &sets, last_restored(&p.draft, &live)) {
+        Ok(RestoreRequest::Restore(set)) => Ok(Some(RestoreTarget::of(set))),
+        Ok(RestoreRequest::AlreadyRestored) => Ok(None),
+        Err(e) => {
+            let v = ConditionValue {
+                status: "False",
+                reason: reasons::RESTORE_BACKUP_NOT_FOUND,
+                message: format!("{}={value:?}: {e}", annotations::RESTORE_STATE),
+            };
+            let again = obj
+                .condition(conditions::RESTORE_JOB_SUCCEEDED)
+                .is_some_and(|c| c.reason == v.reason && c.message == v.message);
+            if !again {
+                ctx.metrics.state_restore(K::KIND.kind(), "not_found");
+                let note = v.message.clone();
+                pass::event(
+                    ctx,
+                    obj,
+                    true,
+                    events::STATE_RESTORE_FAILED,
+                    "Restore",
+                    note,
+                )
+                .await;
+            }
+            p.draft.set(conditions::RESTORE_JOB_SUCCEEDED, &v);
+            Ok(None)
+        }
+    }
+}
