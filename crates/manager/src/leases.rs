@@ -134,6 +134,37 @@ pub enum LockVerdict {
     },
 }
 
+/// `StateReadable` while someone other than the object's own runners holds
+/// its state lock: who, doing what, since when, and how to release it once
+/// they are known to be done. Jobs still start and wait for the lock.
+pub fn locked_condition(
+    who: &str,
+    operation: &str,
+    created: &str,
+    namespace: &str,
+    lock_lease: &str,
+) -> crate::engine::job_conditions::ConditionValue {
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "unknown".to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    crate::engine::job_conditions::ConditionValue {
+        status: "False",
+        reason: captf_api::names::reasons::STATE_LOCKED,
+        message: format!(
+            "the state lock is held by {} (operation {}, since {}), not by a runner of this object; \
+             Jobs wait for it up to their lock timeout. Once that holder is known to be done, release it with \
+             `kubectl delete lease -n {namespace} {lock_lease}`",
+            or_unknown(who),
+            or_unknown(operation),
+            or_unknown(created),
+        ),
+    }
+}
+
 /// Whether `pod` is a pod of one of this object's Jobs: a Job name of this
 /// kind and object (any op and attempt) followed by `-` and five characters.
 pub fn is_own_pod(pod: &str, kind: WorkloadKind, object: &str) -> bool {
@@ -405,6 +436,26 @@ mod tests {
             LockVerdict::Stale {
                 id: "holder-9".into()
             }
+        );
+    }
+
+    #[test]
+    fn a_foreign_lock_names_its_holder_and_the_release_command() {
+        let v = locked_condition(
+            "alice@ws",
+            "OperationTypeApply",
+            "",
+            "team-a",
+            "lock-tfstate-default-x",
+        );
+        assert_eq!((v.status, v.reason), ("False", "StateLocked"));
+        assert!(v.message.contains("alice@ws"), "{}", v.message);
+        assert!(v.message.contains("since unknown"), "{}", v.message);
+        assert!(
+            v.message
+                .contains("kubectl delete lease -n team-a lock-tfstate-default-x"),
+            "{}",
+            v.message
         );
     }
 }

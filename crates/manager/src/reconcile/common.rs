@@ -257,6 +257,16 @@ pub async fn read_stored<K: Workload>(
         },
         _ => pass::state_readable(&read, ever_applied),
     };
+    // A lock reported held by someone else is looked at again each pass
+    // until it is gone (one GET while it lasts; none otherwise).
+    let was_locked = obj
+        .condition(conditions::STATE_READABLE)
+        .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
+    let readable = if was_locked && readable.status == "True" {
+        locked_by_other(obj, &read_lock(ctx, obj).await?).unwrap_or(readable)
+    } else {
+        readable
+    };
     p.unconfirmed_apply = unconfirmed;
     // Informational: the backend's suffix, and the serial the outputs come from.
     p.draft.field("stateSecretSuffix", suffix);
@@ -292,6 +302,39 @@ pub async fn read_stored<K: Workload>(
         attempt,
         ever_applied,
     })
+}
+
+/// How the object's state lock reads now (see `io::locks`).
+pub(super) async fn read_lock<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+) -> Result<crate::leases::LockVerdict, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let suffix = crate::names::state_suffix(K::KIND, &ns, &name);
+    Ok(crate::io::locks::read_state_lock(&ctx.client, &ns, &suffix, K::KIND, &name).await?)
+}
+
+/// The `StateLocked` condition of a lock held by someone other than the
+/// object's own runners.
+pub(super) fn locked_by_other<K: Workload>(
+    obj: &K,
+    verdict: &crate::leases::LockVerdict,
+) -> Option<ConditionValue> {
+    let crate::leases::LockVerdict::Foreign {
+        who,
+        operation,
+        created,
+    } = verdict
+    else {
+        return None;
+    };
+    let ns = obj.namespace().unwrap_or_default();
+    let suffix = crate::names::state_suffix(K::KIND, &ns, &obj.name_any());
+    let lease = crate::names::state_lock_lease(&suffix);
+    Some(crate::leases::locked_condition(
+        who, operation, created, &ns, &lease,
+    ))
 }
 
 /// `captf.io/confirm-no-resources` naming the apply whose outcome is unknown:

@@ -149,7 +149,7 @@ pub async fn start_job<K: Workload>(
         return close(ctx, obj, p, Some(requeue)).await;
     }
     let mut req = req;
-    match stale_lock(ctx, obj).await {
+    match stale_lock(ctx, obj, &mut p.draft).await {
         Ok(id) => req.force_unlock = id,
         Err(e) => {
             ctx.slots.release(&super::slots::object_key(obj));
@@ -240,34 +240,47 @@ pub async fn start_job<K: Workload>(
 
 /// The state lock's ID when one of the object's own runner pods left it
 /// behind (gone or finished): the Job about to start releases it. A lock
-/// held by anyone else is never touched; the Job waits for it up to its
-/// lock timeout. One GET of the lock Lease per start (and of its holder's
-/// pod only when that is ours).
-async fn stale_lock<K: Workload>(ctx: &Context, obj: &K) -> Result<Option<String>, Error> {
-    use crate::leases::LockVerdict;
-    let ns = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
-    let suffix = crate::names::state_suffix(K::KIND, &ns, &name);
-    let verdict =
-        crate::io::locks::read_state_lock(&ctx.client, &ns, &suffix, K::KIND, &name).await?;
+/// held by anyone else is never touched: `StateReadable=False/StateLocked`
+/// says who holds it, and the Job waits for it up to its lock timeout. One
+/// GET of the lock Lease per start (and of its holder's pod only when that
+/// is ours).
+async fn stale_lock<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    draft: &mut super::status::Draft,
+) -> Result<Option<String>, Error> {
+    let verdict = super::common::read_lock(ctx, obj).await?;
+    if let Some(v) = super::common::locked_by_other(obj, &verdict) {
+        report_locked(ctx, obj, draft, &v).await;
+    }
     Ok(match verdict {
-        LockVerdict::Stale { id } => Some(id),
-        LockVerdict::Foreign {
-            who,
-            operation,
-            created,
-        } => {
-            tracing::warn!(
-                name,
-                who,
-                operation,
-                created,
-                "the state lock is held by someone else; the Job waits for it"
-            );
-            None
-        }
-        LockVerdict::Unlocked | LockVerdict::Live => None,
+        crate::leases::LockVerdict::Stale { id } => Some(id),
+        _ => None,
     })
+}
+
+/// Sets `StateReadable=False/StateLocked`; the event and the metric go once
+/// per transition into it.
+pub async fn report_locked<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    draft: &mut super::status::Draft,
+    v: &ConditionValue,
+) {
+    let before = obj.condition(conditions::STATE_READABLE);
+    if !before.is_some_and(|c| c.status == "False" && c.reason == v.reason) {
+        ctx.metrics.state_read_failed(K::KIND.kind(), "locked");
+        pass::event(
+            ctx,
+            obj,
+            true,
+            events::STATE_LOCKED,
+            "Reconcile",
+            v.message.clone(),
+        )
+        .await;
+    }
+    draft.set(conditions::STATE_READABLE, v);
 }
 
 /// Deletion under Retain: nothing is destroyed; state, backups and records
