@@ -419,7 +419,10 @@ pub async fn add_finalizer<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Er
     Ok(())
 }
 
-/// Removes the object's finalizer (bound to the version read).
+/// Removes the object's finalizer, bound to the version this pass read or
+/// last wrote: the list written is the one read less ours, so on a newer
+/// version (another controller removed its own finalizer meanwhile) it is
+/// refused (409, the pass runs again) rather than bringing that one back.
 pub async fn remove_finalizer<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let finalizers: Vec<&String> = obj
@@ -427,7 +430,11 @@ pub async fn remove_finalizer<K: Workload>(ctx: &Context, obj: &K) -> Result<(),
         .iter()
         .filter(|f| *f != K::FINALIZER)
         .collect();
-    let patch = json!({"metadata": {"finalizers": finalizers}});
+    let expected = ctx
+        .written
+        .get(&written_key(obj))
+        .or_else(|| obj.meta().resource_version.clone());
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": expected}});
     match api
         .patch(
             &obj.name_any(),
