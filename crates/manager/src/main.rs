@@ -128,6 +128,10 @@ struct Flags {
     /// there stay restorable).
     #[arg(long, default_value_t = captf_manager::reconcile::DEFAULT_STATE_BACKUPS)]
     state_backups: u32,
+    /// Keep a cluster's apply, destroy and restore apart from its machines'
+    /// and pools' Jobs (the cluster write lease).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    cluster_operation_gate: bool,
 }
 
 /// A `host[:port]` entry of `--image-inspect-allowed-registries`.
@@ -235,6 +239,10 @@ impl Flags {
                 self.cluster_max_active_jobs.to_string(),
             ),
             ("state-backups", self.state_backups.to_string()),
+            (
+                "cluster-operation-gate",
+                self.cluster_operation_gate.to_string(),
+            ),
         ]
     }
 
@@ -362,6 +370,7 @@ async fn run(flags: Flags) -> Result<(), String> {
         i32::try_from(flags.drift_default_interval.as_secs()).unwrap_or(i32::MAX);
     config.max_active_jobs = flags.max_active_jobs;
     config.state_backups = flags.state_backups;
+    config.cluster_operation_gate = flags.cluster_operation_gate;
     config.defaults.cluster_max_active_jobs = flags.cluster_max_active_jobs as i32;
     config.image_inspect = captf_lint::image::inspect::Policy {
         allow_private: flags.image_inspect_allow_private_registries,

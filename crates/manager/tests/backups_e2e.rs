@@ -19,35 +19,17 @@ use captf_api::TerraformCluster;
 use captf_testenv::{TestEnv, TestNamespace, eventually};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use support::clusters::{create_cluster_with_variables, with_cluster_module};
 use support::*;
 
 const BACKUP_SELECTOR: &str = "captf.io/state-backup=true";
 
 async fn create(ns: &TestNamespace, name: &str, zone: &str) {
-    create_capi_cluster(ns, name).await;
-    let creds: Secret = serde_json::from_value(json!({
-        "metadata": {"name": format!("{name}-creds")}, "stringData": {"token": "x"},
-    }))
-    .unwrap();
-    ns.api::<Secret>()
-        .create(&PostParams::default(), &creds)
-        .await
-        .unwrap();
-    let tc: TerraformCluster = serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
-        "metadata": {"name": name},
-        "spec": {"source": {"image": module_ref("cluster", ns.name())},
-                 "identityRef": {"kind": "Secret", "name": format!("{name}-creds")},
-                 "variables": {"noop_exports_extra": {"zone": zone}},
-                 "drift": {"intervalSeconds": 0}},
-    }))
-    .unwrap();
-    ns.api::<TerraformCluster>()
-        .create(&PostParams::default(), &tc)
-        .await
-        .unwrap();
+    let image = module_ref("cluster", ns.name());
+    let variables = json!({"noop_exports_extra": {"zone": zone}});
+    create_cluster_with_variables(ns, name, &image, variables).await;
 }
 
 fn status(tc: &TerraformCluster) -> Value {
@@ -134,14 +116,7 @@ async fn each_new_serial_is_backed_up_once_and_a_restore_brings_its_outputs_back
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
-    insert_module(
-        env,
-        &module_ref("cluster", ns.name()),
-        module_image(tmp.path(), "cluster", "v1", &[]),
-    );
-    install_runner_role(&ns.client()).await;
+    with_cluster_module(env, &ns, tmp.path()).await;
     let manager = start_manager_with(ns.client(), ns.name(), |c| c.state_backups = 2);
 
     create(&ns, "kept", "a").await;
@@ -313,5 +288,45 @@ async fn each_new_serial_is_backed_up_once_and_a_restore_brings_its_outputs_back
         manager.metrics.encode().contains(
             r#"captf_state_restores_total{kind="TerraformCluster",result="succeeded"} 1"#
         )
+    );
+}
+
+/// Scenario 29, the API-error half: the create of the first backup's
+/// Secret fails; the serial stays unseen and a later pass (10 s on) takes
+/// the backup. Had the failure marked the serial seen, no backup of it
+/// would ever exist. With `--state-backups=0` none is taken and the serial
+/// is still recorded.
+#[tokio::test]
+async fn a_backup_lost_to_an_api_error_is_taken_by_a_later_pass_and_none_when_off() {
+    use http::Method;
+    use support::faults::{Faults, Rule};
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    with_cluster_module(env, &ns, tmp.path()).await;
+    // The create right after the first list of backups is the backup's.
+    let faults = Faults::new(vec![
+        Rule::new(Method::POST, "/secrets", 1).after(Method::GET, "state-backup"),
+    ]);
+    let _manager = start_manager(faults.client(env.config()), ns.name());
+    create(&ns, "retried", "a").await;
+    let s1 = applied(&ns, "retried", "a", 0).await;
+    eventually("the backup taken after the failure", 90, || async {
+        (backup_serials(&ns).await == BTreeSet::from([s1])).then_some(())
+    })
+    .await;
+    assert_eq!(faults.failed.lock().unwrap()[0], 1, "the fault fired");
+    drop(_manager);
+
+    // Backups off: the serial is seen, nothing is written.
+    let off = env.namespace().await;
+    with_cluster_module(env, &off, &tmp.path().join("off")).await;
+    let _off = start_manager_with(off.client(), off.name(), |c| c.state_backups = 0);
+    create(&off, "unkept", "a").await;
+    let serial = applied(&off, "unkept", "a", 0).await;
+    assert!(serial >= 1);
+    assert!(
+        backup_serials(&off).await.is_empty(),
+        "no backup with --state-backups=0"
     );
 }

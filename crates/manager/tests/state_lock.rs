@@ -17,7 +17,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::clusters::create_cluster;
+use support::clusters::{create_cluster, with_cluster_module};
 use support::*;
 
 fn ready(tc: &TerraformCluster) -> bool {
@@ -32,11 +32,8 @@ async fn a_lock_left_by_a_dead_runner_of_the_object_is_released_by_its_next_job(
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    with_cluster_module(env, &ns, tmp.path()).await;
     let module = module_ref("cluster", ns.name());
-    insert_module(env, &module, module_image(tmp.path(), "cluster", "v1", &[]));
-    install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
 
@@ -150,11 +147,8 @@ async fn a_lock_held_by_someone_else_is_reported_and_waited_for_never_forced() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    with_cluster_module(env, &ns, tmp.path()).await;
     let module = module_ref("cluster", ns.name());
-    insert_module(env, &module, module_image(tmp.path(), "cluster", "v1", &[]));
-    install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
 

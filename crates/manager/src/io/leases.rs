@@ -194,3 +194,72 @@ pub async fn release(
         Err(e) => Err(e),
     }
 }
+
+/// The Job holding lease `name` while it is live (not free by the rules of
+/// `lease_verdict`): one GET of the lease, and one of its holder Job.
+pub async fn live_holder(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    now: SystemTime,
+) -> Result<Option<String>, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let Some(lease) = leases.get_opt(name).await? else {
+        return Ok(None);
+    };
+    live(&jobs, &lease, now).await
+}
+
+async fn live(
+    jobs: &Api<Job>,
+    lease: &Lease,
+    now: SystemTime,
+) -> Result<Option<String>, kube::Error> {
+    let current = view(lease);
+    let Some(holder) = current.holder.clone() else {
+        return Ok(None);
+    };
+    let state = holder_job(jobs, &holder).await?;
+    // Asked as nobody: any live holder holds it.
+    Ok(match lease_verdict(Some(&current), "", state, now) {
+        LeaseVerdict::Held { holder } => Some(holder),
+        _ => None,
+    })
+}
+
+/// The live run leases of a cluster's machines and pools taken for a
+/// mutating op (apply, destroy, restore): one LIST by label, and one GET of
+/// each holder Job.
+pub async fn live_member_operations(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    now: SystemTime,
+) -> Result<Vec<String>, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("{}=run,{}={cluster}", labels::LEASE, labels::CLUSTER_NAME);
+    let listed = leases
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await?;
+    let mut holders = Vec::new();
+    for lease in &listed.items {
+        let meta = &lease.metadata;
+        let kind = meta.labels.as_ref().and_then(|l| l.get(labels::OWNER_KIND));
+        let op = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::LEASE_OP));
+        let member = kind.is_some_and(|k| k != captf_api::names::kinds::TERRAFORM_CLUSTER);
+        let mutating = op.is_some_and(|o| matches!(o.as_str(), "apply" | "destroy" | "restore"));
+        if member
+            && mutating
+            && let Some(holder) = live(&jobs, lease, now).await?
+        {
+            holders.push(holder);
+        }
+    }
+    holders.sort();
+    Ok(holders)
+}

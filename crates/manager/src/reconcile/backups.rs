@@ -27,6 +27,9 @@ use crate::state::backups::{
 };
 use crate::state::reader::{StateError, StateSummary};
 
+/// How soon a pass tries again a backup that failed on an API error.
+pub const BACKUP_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The backup a requested restore pushes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestoreTarget {
@@ -117,6 +120,7 @@ pub async fn back_up_new_serial<K: Workload>(
         Err(e) => {
             tracing::warn!(name = obj.name_any(), serial = state.serial, error = %e,
                 "could not back up the state; the next pass tries again");
+            p.retry_after = Some(BACKUP_RETRY);
         }
     }
     Ok(())

@@ -590,6 +590,13 @@ pub async fn execute_bookkeeping<K: Workload>(
             }
             BookkeepingEffect::ReleaseRunLease { job } => {
                 release(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+                if K::KIND == crate::names::WorkloadKind::Cluster {
+                    // The cluster write lease its apply, destroy or restore took.
+                    let cluster =
+                        crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
+                    let name = crate::leases::cluster_lease_name(&ns, cluster);
+                    release(&ctx.client, &ns, &name, job).await?;
+                }
             }
             BookkeepingEffect::RecordUnconfirmed { job } => {
                 let record = attempt_record_name(K::KIND, &obj.name_any());

@@ -119,6 +119,9 @@ pub struct OpenPass {
     /// The backup a `captf.io/restore-state` request asks to restore (set
     /// when the state is read).
     pub restore: Option<super::backups::RestoreTarget>,
+    /// A write of this pass's fetch stage failed and is tried again by a
+    /// pass this soon (whatever the plan's own requeue).
+    pub retry_after: Option<Duration>,
     deleting: bool,
     pool: bool,
 }
@@ -156,6 +159,7 @@ impl OpenPass {
             block_move: false,
             unconfirmed_apply: None,
             restore: None,
+            retry_after: None,
             deleting,
             pool,
         }
@@ -679,6 +683,7 @@ pub async fn open<K: Workload>(
         block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
         unconfirmed_apply: None,
         restore: None,
+        retry_after: None,
         deleting,
         pool,
     };

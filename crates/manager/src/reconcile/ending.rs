@@ -35,6 +35,10 @@ pub async fn close<K: Workload>(
     p: &mut OpenPass,
     requeue: Option<Duration>,
 ) -> Result<Action, Error> {
+    let requeue = match (requeue, p.retry_after) {
+        (Some(r), Some(retry)) => Some(r.min(retry)),
+        (r, retry) => r.or(retry),
+    };
     if p.active.is_none() {
         // No Job runs: block-move goes.
         pass::set_block_move(ctx, obj, &mut p.block_move, false).await?;
@@ -202,6 +206,7 @@ pub async fn start_job<K: Workload>(
     let config = StartConfig {
         runner_image: &ctx.config.runner_image,
         runner_events: ctx.config.runner_events,
+        cluster_gate: ctx.config.cluster_operation_gate,
     };
     let planned_unlock = req.force_unlock.clone();
     let planned = plan_start(obj, &records, req, &config);

@@ -25,7 +25,7 @@ use crate::io::records::write_record;
 use crate::io::start::{Started, create_job, ensure_run_secret};
 use crate::jobs::args::{Guard, RunnerArgs};
 use crate::jobs::build::{JobRequest, RestoreChunk, build};
-use crate::leases::{backstop, run_lease_name};
+use crate::leases::{backstop, cluster_lease_name, run_lease_name, takes_cluster_lease};
 use crate::names::{job_name, state_suffix};
 use crate::records::{InputsRecord, attempt_record_name, record_labels};
 
@@ -85,6 +85,11 @@ pub struct JobStart {
     /// User env names the Job builder dropped as reserved (the webhook
     /// refuses them; an object admitted before it did may still have them).
     pub dropped_env: Vec<String>,
+    /// The cluster write lease a TerraformCluster's apply, destroy or
+    /// restore takes after its run lease (the cluster operation gate).
+    pub cluster_lease: Option<LeaseRequest>,
+    /// The cluster write lease a machine's or pool's Job waits behind.
+    pub gated_by: Option<String>,
 }
 
 /// What of the manager's configuration a start depends on.
@@ -92,6 +97,8 @@ pub struct JobStart {
 pub struct StartConfig<'a> {
     pub runner_image: &'a str,
     pub runner_events: bool,
+    /// `--cluster-operation-gate`.
+    pub cluster_gate: bool,
 }
 
 /// Plans the start of `req` for `obj` (no client here).
@@ -118,6 +125,16 @@ pub fn plan_start<K: Workload>(
         labels: lease_labels,
         duration: backstop(deadline),
     };
+    let gate = config.cluster_gate && !req.cluster_name.is_empty();
+    let cluster_lease_name = cluster_lease_name(&ns, &req.cluster_name);
+    let cluster_lease =
+        (gate && takes_cluster_lease(K::KIND, req.op, true)).then(|| LeaseRequest {
+            kind: LeaseKind::Cluster,
+            name: cluster_lease_name.clone(),
+            ..lease.clone()
+        });
+    let gated_by =
+        (gate && K::KIND != crate::names::WorkloadKind::Cluster).then_some(cluster_lease_name);
     let request = job_request(obj, &req, &job, attempt, config);
     let built = build(&request);
     let attempt_record = req.attempt_record.clone().map(|mut r| {
@@ -134,6 +151,8 @@ pub fn plan_start<K: Workload>(
         files: req.files,
         attempt_record,
         dropped_env: built.dropped_env,
+        cluster_lease,
+        gated_by,
     }
 }
 
@@ -253,27 +272,23 @@ pub async fn execute_start<K: Workload>(
     match acquire(&ctx.client, &start.lease, now).await? {
         Acquire::Acquired => {}
         Acquire::Held { holder } => {
-            let waiting_already = draft
-                .get(op_condition(start.op))
-                .is_some_and(|c| c.reason == reasons::WAITING_FOR_RUN_LEASE);
-            if !waiting_already {
-                ctx.metrics.lease_wait_started(K::KIND.kind(), "run_lease");
-            }
-            let v = ConditionValue {
-                status: "Unknown",
-                reason: reasons::WAITING_FOR_RUN_LEASE,
-                message: format!("Job {holder} holds the run lease of this object"),
-            };
-            draft.set(op_condition(start.op), &v);
-            return Ok(StartOutcome::Waiting {
-                requeue: LEASE_REQUEUE,
-            });
+            let message = format!("Job {holder} holds the run lease of this object");
+            return Ok(lease_wait::<K>(
+                ctx,
+                draft,
+                start.op,
+                Wait::RunLease,
+                message,
+            ));
         }
         Acquire::LostRace => {
             return Ok(StartOutcome::Waiting {
                 requeue: START_DEFERRED_REQUEUE,
             });
         }
+    }
+    if let Some(waiting) = cluster_gate(ctx, obj, start, draft, now).await? {
+        return Ok(waiting);
     }
     match create_job(&ctx.client, &start.job, &obj.uid().unwrap_or_default()).await {
         Ok(Started::Created) => {
@@ -296,8 +311,11 @@ pub async fn execute_start<K: Workload>(
             });
         }
         Err(kube::Error::Api(s)) if s.code >= 400 && s.code < 500 => {
-            // A rejected create proves no Job exists: the lease goes at once.
+            // A rejected create proves no Job exists: the leases go at once.
             release(&ctx.client, &ns, &start.lease.name, job).await?;
+            if let Some(cluster) = &start.cluster_lease {
+                release(&ctx.client, &ns, &cluster.name, job).await?;
+            }
             return Err(Error::Invalid(format!(
                 "Job {job} was rejected: {}",
                 s.message
@@ -324,6 +342,131 @@ pub async fn execute_start<K: Workload>(
     }
     record_running(draft, start, now);
     Ok(StartOutcome::Started { job: job.clone() })
+}
+
+/// What a start waits for.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    RunLease,
+    ClusterOperation,
+    MachineOperations,
+}
+
+/// The start waits: the op's condition says for what (the metric counts
+/// the wait once, when it begins).
+fn lease_wait<K: Workload>(
+    ctx: &Context,
+    draft: &mut Draft,
+    op: Op,
+    wait: Wait,
+    message: String,
+) -> StartOutcome {
+    let (reason, metric) = match wait {
+        Wait::RunLease => (reasons::WAITING_FOR_RUN_LEASE, "run_lease"),
+        Wait::ClusterOperation => (reasons::WAITING_FOR_CLUSTER_OPERATION, "cluster_operation"),
+        Wait::MachineOperations => (
+            reasons::WAITING_FOR_MACHINE_OPERATIONS,
+            "machine_operations",
+        ),
+    };
+    let waiting_already = draft
+        .get(op_condition(op))
+        .is_some_and(|c| c.reason == reason);
+    if !waiting_already {
+        ctx.metrics.lease_wait_started(K::KIND.kind(), metric);
+    }
+    let v = ConditionValue {
+        status: "Unknown",
+        reason,
+        message,
+    };
+    draft.set(op_condition(op), &v);
+    StartOutcome::Waiting {
+        requeue: LEASE_REQUEUE,
+    }
+}
+
+/// The cluster operation gate, once the run lease is held. A cluster's
+/// apply, destroy or restore takes the cluster write lease, then waits
+/// (keeping both leases, so no new member Job starts meanwhile) while
+/// machines or pools of the cluster run a mutating op. A machine's or
+/// pool's Job gives its run lease back and waits while the cluster write
+/// lease is live. Each side writes its lease before reading the other's,
+/// so one of them always sees the other. Costs: the cluster's start one
+/// lease write and one LIST of run leases (plus a GET per member holder);
+/// a member's start one GET of the cluster lease (and of its holder Job).
+async fn cluster_gate<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    start: &JobStart,
+    draft: &mut Draft,
+    now: SystemTime,
+) -> Result<Option<StartOutcome>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    if let Some(req) = &start.cluster_lease {
+        match acquire(&ctx.client, req, now).await? {
+            Acquire::Acquired => {}
+            Acquire::Held { holder } => {
+                release(&ctx.client, &ns, &start.lease.name, &start.job_name).await?;
+                let message = format!(
+                    "Job {holder} holds the write lease of cluster {}",
+                    start.cluster_name
+                );
+                return Ok(Some(lease_wait::<K>(
+                    ctx,
+                    draft,
+                    start.op,
+                    Wait::ClusterOperation,
+                    message,
+                )));
+            }
+            Acquire::LostRace => {
+                return Ok(Some(StartOutcome::Waiting {
+                    requeue: START_DEFERRED_REQUEUE,
+                }));
+            }
+        }
+        let members =
+            crate::io::leases::live_member_operations(&ctx.client, &ns, &start.cluster_name, now)
+                .await?;
+        if !members.is_empty() {
+            let shown: Vec<&str> = members.iter().take(5).map(String::as_str).collect();
+            let more = members.len().saturating_sub(shown.len());
+            let message = format!(
+                "{} machine and pool Jobs change the cluster: {}{}; this Job starts once they are done",
+                members.len(),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+            return Ok(Some(lease_wait::<K>(
+                ctx,
+                draft,
+                start.op,
+                Wait::MachineOperations,
+                message,
+            )));
+        }
+    } else if let Some(name) = &start.gated_by
+        && let Some(holder) = crate::io::leases::live_holder(&ctx.client, &ns, name, now).await?
+    {
+        release(&ctx.client, &ns, &start.lease.name, &start.job_name).await?;
+        let message = format!(
+            "the cluster's Job {holder} is changing cluster {}; this Job starts after it",
+            start.cluster_name
+        );
+        return Ok(Some(lease_wait::<K>(
+            ctx,
+            draft,
+            start.op,
+            Wait::ClusterOperation,
+            message,
+        )));
+    }
+    Ok(None)
 }
 
 /// The status of a started Job: `activeJob`, and `ApplyJobSucceeded`

@@ -64,6 +64,7 @@ fn request(op: Op, remediation: bool) -> StartRequest {
 const CONFIG: StartConfig<'static> = StartConfig {
     runner_image: "registry.example/captf-manager:dev",
     runner_events: true,
+    cluster_gate: true,
 };
 
 fn finished(op: Op, attempt: u32) -> JobRecord {

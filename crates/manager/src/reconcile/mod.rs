@@ -67,6 +67,9 @@ pub struct Config {
     /// Complete backup sets kept per object (`--state-backups`; 0: take
     /// none, those there stay restorable).
     pub state_backups: u32,
+    /// `--cluster-operation-gate`: a cluster's apply, destroy and restore
+    /// and its machines' and pools' Jobs never run at once.
+    pub cluster_operation_gate: bool,
 }
 
 /// Default of `--state-backups`.
@@ -110,6 +113,7 @@ impl Config {
             image_inspect: Default::default(),
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
             state_backups: DEFAULT_STATE_BACKUPS,
+            cluster_operation_gate: true,
         }
     }
 }

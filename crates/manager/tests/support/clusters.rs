@@ -11,6 +11,16 @@ use super::create_capi_cluster;
 
 /// A TerraformCluster on `image` (one the executor may not have yet).
 pub async fn create_cluster(ns: &TestNamespace, name: &str, image: &str) {
+    create_cluster_with_variables(ns, name, image, serde_json::Value::Null).await;
+}
+
+/// [`create_cluster`] with `spec.variables` (`null`: none).
+pub async fn create_cluster_with_variables(
+    ns: &TestNamespace,
+    name: &str,
+    image: &str,
+    variables: serde_json::Value,
+) {
     create_capi_cluster(ns, name).await;
     let creds: Secret = serde_json::from_value(json!({
         "metadata": {"name": format!("{name}-creds")}, "stringData": {"token": "x"},
@@ -20,16 +30,37 @@ pub async fn create_cluster(ns: &TestNamespace, name: &str, image: &str) {
         .create(&PostParams::default(), &creds)
         .await
         .unwrap();
-    let tc: TerraformCluster = serde_json::from_value(json!({
+    let mut tc = json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
         "metadata": {"name": name},
         "spec": {"source": {"image": image},
                  "identityRef": {"kind": "Secret", "name": format!("{name}-creds")},
                  "drift": {"intervalSeconds": 0}},
-    }))
-    .unwrap();
+    });
+    if !variables.is_null() {
+        tc["spec"]["variables"] = variables;
+    }
+    let tc: TerraformCluster = serde_json::from_value(tc).unwrap();
     ns.api::<TerraformCluster>()
         .create(&PostParams::default(), &tc)
         .await
         .unwrap();
+}
+
+/// The manager image and the noop cluster module on the executor, and the
+/// runner's role: what a test of one TerraformCluster needs.
+pub async fn with_cluster_module(
+    env: &'static captf_testenv::TestEnv,
+    ns: &TestNamespace,
+    tmp: &std::path::Path,
+) {
+    use super::*;
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp));
+    insert_module(
+        env,
+        &module_ref("cluster", ns.name()),
+        module_image(tmp, "cluster", "v1", &[]),
+    );
+    install_runner_role(&ns.client()).await;
 }

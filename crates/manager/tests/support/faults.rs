@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 use http::{Method, Request};
 use tower::{BoxError, Layer, Service};
 
-/// One kind of failure: requests of `method` whose path contains
-/// `path` fail `times` times, once `armed`.
+/// One kind of failure: requests of `method` whose path (with its query)
+/// contains `path` fail `times` times, once `armed`.
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub method: Method,
@@ -119,7 +119,13 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        if self.faults.judge(req.method(), req.uri().path()) {
+        // The query counts too: a list is told apart by its selector.
+        let target = req
+            .uri()
+            .path_and_query()
+            .map_or("", |p| p.as_str())
+            .to_owned();
+        if self.faults.judge(req.method(), &target) {
             let what = format!("{} {}", req.method(), req.uri().path());
             return Box::pin(async move { Err(format!("injected fault: {what}").into()) });
         }
