@@ -101,19 +101,22 @@ fn count(sent: &[Sent], method: &str, resource: &str) -> usize {
 /// The requests a refresh Job needs of the manager, every one of them
 /// necessary, over the two passes that start it and bookkeep it.
 ///
-/// Start (16): read the object's Jobs (list), its state (list), both
+/// Start (18): read the object's Jobs (list), its state (list), both
 /// durable inputs records (get, get) and the cluster's state for its
-/// exports (list); set block-move (patch); the pause handshake (get the
-/// object, get the Cluster); the run lease (get, create); the Job (create)
-/// and its event; the per-run Secret (get the Job for its UID, look for the
-/// Secret, create it); `status.activeJob` (patch).
-const START_REQUESTS: usize = 16;
-/// Bookkeeping (12): read the Jobs (list) and the finished Job's pod
+/// exports (list); the state lock (get); set block-move (patch); the pause
+/// handshake (get the object, get the Cluster); the run lease (get,
+/// create); the cluster write lease of the operation gate (get); the Job
+/// (create) and its event; the per-run Secret (get the Job for its UID,
+/// look for the Secret, create it); `status.activeJob` (patch).
+const START_REQUESTS: usize = 18;
+/// Bookkeeping (15): read the Jobs (list) and the finished Job's pod
 /// (list); give the run lease back (get, delete); delete the per-run
 /// Secret; read the state (list), both records (get, get) and the cluster's
-/// state (list); write the status (patch); mark the Job bookkept (patch);
-/// drop block-move (patch).
-const BOOKKEEPING_REQUESTS: usize = 12;
+/// state (list); back up the serial the refresh wrote (list the backups,
+/// create the chunk, and once five are kept delete the oldest one's);
+/// write the status (patch); mark the Job bookkept (patch); drop
+/// block-move (patch).
+const BOOKKEEPING_REQUESTS: usize = 15;
 
 #[tokio::test]
 async fn one_event_wakes_one_pool_and_a_converged_minute_costs_what_its_jobs_need() {
