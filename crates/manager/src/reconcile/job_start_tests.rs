@@ -232,6 +232,7 @@ async fn a_start_writes_in_the_crash_safe_order() {
             "GET clusters",
             "GET leases", // the run lease
             "POST leases",
+            "GET leases", // the cluster write lease (the operation gate): free
             "POST jobs",
             "GET jobs", // the per-run Secret is owned by the Job's UID
             "GET secrets",
