@@ -522,6 +522,23 @@ mod tests {
     }
 
     #[test]
+    fn backups_and_the_operation_gate_have_the_spec_defaults() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["manager", "--runner-image=r.example/runner"];
+            argv.extend_from_slice(extra);
+            Flags::try_parse_from(argv)
+        };
+        let f = parse(&[]).unwrap();
+        assert_eq!((f.state_backups, f.cluster_operation_gate), (5, true));
+        let f = parse(&["--state-backups=0", "--cluster-operation-gate=false"]).unwrap();
+        assert_eq!((f.state_backups, f.cluster_operation_gate), (0, false));
+        assert!(
+            parse(&["--state-backups=-1"]).is_err(),
+            "a negative count is refused"
+        );
+    }
+
+    #[test]
     fn bool_flags_take_go_forms() {
         let base = ["manager", "--runner-image=r.example/runner"];
         let parse = |extra: &[&str]| {
