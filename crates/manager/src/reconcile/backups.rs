@@ -6,7 +6,8 @@
 //! Cost: a pass whose state serial was seen already and that carries no
 //! restore request makes no request here. A new serial costs one LIST of
 //! the object's backups, one create per chunk and one delete per pruned
-//! chunk; a restore request costs one GET of the object and one LIST.
+//! chunk; a restore request costs one GET of the object and one LIST until
+//! it is consumed.
 
 use captf_api::names::{annotations, conditions, events, reasons};
 use k8s_openapi::api::core::v1::Secret;
@@ -272,7 +273,17 @@ pub async fn requested_restore<K: Workload>(
     obj: &K,
     p: &mut OpenPass,
 ) -> Result<Option<RestoreTarget>, Error> {
-    if !obj.annotations().contains_key(annotations::RESTORE_STATE) {
+    let Some(cached) = obj.annotations().get(annotations::RESTORE_STATE) else {
+        return Ok(None);
+    };
+    // A request consumed already (a failed restore keeps its annotation)
+    // costs nothing more: the cache can only lag behind that, never lead.
+    if cached
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .is_some_and(|s| last_restored(&p.draft, obj) == Some(s))
+    {
         return Ok(None);
     }
     let ns = obj.namespace().unwrap_or_default();
