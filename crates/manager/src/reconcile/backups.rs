@@ -105,10 +105,9 @@ pub async fn back_up_new_serial<K: Workload>(
         state.serial,
         seen,
         ctx.config.state_backups > 0,
-        p.deleting(),
         // A restore's push writes the next serial (the backend counts every
         // write): a version of its own, backed up like any other.
-        false,
+        p.deleting(),
     );
     if !due {
         if seen != Some(state.serial) && !p.deleting() {

@@ -407,18 +407,11 @@ async fn cluster_gate<K: Workload>(
         match acquire(&ctx.client, req, now).await? {
             Acquire::Acquired => {}
             Acquire::Held { holder } => {
-                release(&ctx.client, &ns, &start.lease.name, &start.job_name).await?;
                 let message = format!(
                     "Job {holder} holds the write lease of cluster {}",
                     start.cluster_name
                 );
-                return Ok(Some(lease_wait::<K>(
-                    ctx,
-                    draft,
-                    start.op,
-                    Wait::ClusterOperation,
-                    message,
-                )));
+                return wait_for_cluster::<K>(ctx, &ns, start, draft, message).await;
             }
             Acquire::LostRace => {
                 return Ok(Some(StartOutcome::Waiting {
@@ -453,20 +446,32 @@ async fn cluster_gate<K: Workload>(
     } else if let Some(name) = &start.gated_by
         && let Some(holder) = crate::io::leases::live_holder(&ctx.client, &ns, name, now).await?
     {
-        release(&ctx.client, &ns, &start.lease.name, &start.job_name).await?;
         let message = format!(
             "the cluster's Job {holder} is changing cluster {}; this Job starts after it",
             start.cluster_name
         );
-        return Ok(Some(lease_wait::<K>(
-            ctx,
-            draft,
-            start.op,
-            Wait::ClusterOperation,
-            message,
-        )));
+        return wait_for_cluster::<K>(ctx, &ns, start, draft, message).await;
     }
     Ok(None)
+}
+
+/// The start gives its run lease back and waits for the cluster's write
+/// lease to be free.
+async fn wait_for_cluster<K: Workload>(
+    ctx: &Context,
+    ns: &str,
+    start: &JobStart,
+    draft: &mut Draft,
+    message: String,
+) -> Result<Option<StartOutcome>, Error> {
+    release(&ctx.client, ns, &start.lease.name, &start.job_name).await?;
+    Ok(Some(lease_wait::<K>(
+        ctx,
+        draft,
+        start.op,
+        Wait::ClusterOperation,
+        message,
+    )))
 }
 
 /// The status of a started Job: `activeJob`, and `ApplyJobSucceeded`

@@ -164,14 +164,8 @@ pub fn restore_target<'a>(
 }
 
 /// Whether a state read at `serial` is backed up now.
-pub fn backup_due(
-    serial: u64,
-    last_seen: Option<u64>,
-    enabled: bool,
-    deleting: bool,
-    restoring: bool,
-) -> bool {
-    enabled && !deleting && !restoring && serial >= 1 && last_seen != Some(serial)
+pub fn backup_due(serial: u64, last_seen: Option<u64>, enabled: bool, deleting: bool) -> bool {
+    enabled && !deleting && serial >= 1 && last_seen != Some(serial)
 }
 
 /// The state a backup copies, as read this pass.
@@ -416,13 +410,12 @@ mod tests {
 
     #[test]
     fn backups_are_taken_for_new_serials_only() {
-        assert!(backup_due(3, Some(2), true, false, false));
-        assert!(backup_due(3, None, true, false, false));
-        assert!(!backup_due(3, Some(3), true, false, false));
-        assert!(!backup_due(0, None, true, false, false));
-        assert!(!backup_due(3, Some(2), false, false, false));
-        assert!(!backup_due(3, Some(2), true, true, false));
-        assert!(!backup_due(3, Some(2), true, false, true));
+        assert!(backup_due(3, Some(2), true, false));
+        assert!(backup_due(3, None, true, false));
+        assert!(!backup_due(3, Some(3), true, false));
+        assert!(!backup_due(0, None, true, false));
+        assert!(!backup_due(3, Some(2), false, false));
+        assert!(!backup_due(3, Some(2), true, true));
     }
 
     fn copy<'a>(serial: u64, payloads: &'a [Vec<u8>]) -> StateCopy<'a> {
