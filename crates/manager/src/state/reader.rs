@@ -168,9 +168,12 @@ pub fn read(base_name: &str, secrets: &[StateSecret]) -> Result<StateSummary, St
     match raw.version.as_ref().and_then(|v| v.as_u64()) {
         Some(4) => {}
         _ => {
-            let v = raw
-                .version
-                .map_or_else(|| "missing".to_owned(), |v| v.to_string());
+            // Only a number is named: any other value is state content.
+            let v = match raw.version {
+                None => "missing".to_owned(),
+                Some(serde_json::Value::Number(n)) => n.to_string(),
+                Some(_) => "not a number".to_owned(),
+            };
             return Err(StateError::UnsupportedVersion(v));
         }
     }
