@@ -360,7 +360,14 @@ impl PodRun {
             .cloned()
             .collect();
         let workdir = c.working_dir.clone().unwrap_or_else(|| "/".to_owned());
-        let mut cmd = sandbox::command(&rootfs, mounts, &argv, &env, &workdir)?;
+        // A kubelet's choice: `spec.hostname`, else the pod's name.
+        let hostname = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.hostname.clone())
+            .unwrap_or_else(|| self.name());
+        let mut cmd = sandbox::command(&rootfs, &hostname, mounts, &argv, &env, &workdir)?;
         let log = pod_dir.join(format!("{}.log", c.name));
         let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err = out

@@ -123,6 +123,7 @@ pub fn volume_mount(rootfs: &Path, mount: BindMount) -> Result<BindMount, String
 /// Everything the child needs, as C strings made before `fork`.
 struct Prepared {
     root: CString,
+    hostname: Vec<u8>,
     workdir: CString,
     mounts: Vec<(CString, CString, MsFlags, bool)>,
 }
@@ -131,9 +132,12 @@ fn cstring(p: &Path) -> Result<CString, String> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{} contains NUL", p.display()))
 }
 
-/// A command that runs `argv` in a container made of `rootfs` and `mounts`.
+/// A command that runs `argv` in a container made of `rootfs` and `mounts`,
+/// named `hostname` (as a kubelet names a pod's containers after the pod:
+/// a runtime's lock records read `<user>@<hostname>`).
 pub fn command(
     rootfs: &Path,
+    hostname: &str,
     mut mounts: Vec<BindMount>,
     argv: &[String],
     env: &[(String, String)],
@@ -146,6 +150,7 @@ pub fn command(
     mounts.sort_by_key(|m| m.target.matches('/').count());
     let prepared = Prepared {
         root: cstring(rootfs)?,
+        hostname: hostname.as_bytes().to_vec(),
         workdir: CString::new(workdir).map_err(|_| "working directory contains NUL")?,
         mounts: mounts
             .iter()
@@ -182,14 +187,15 @@ fn enter_container(cmd: &mut std::process::Command, p: Prepared) {
     use std::os::unix::process::CommandExt;
     let none: Option<&str> = None;
     // SAFETY: between fork and exec the closure only makes system calls
-    // (prctl, unshare, mount, chroot, chdir) on C strings allocated before
-    // fork.
+    // (prctl, unshare, sethostname, mount, chroot, chdir) on strings
+    // allocated before fork.
     unsafe {
         cmd.pre_exec(move || {
             let err = |e: nix::errno::Errno| std::io::Error::from(e);
             // A container never outlives the test process that runs it.
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(err)?;
-            unshare(CloneFlags::CLONE_NEWNS).map_err(err)?;
+            unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS).map_err(err)?;
+            nix::unistd::sethostname(std::ffi::OsStr::from_bytes(&p.hostname)).map_err(err)?;
             mount(
                 none,
                 c"/",
@@ -273,10 +279,11 @@ mod tests {
         );
         let script = "cat /captf/module/main.tf /captf/config/key; echo; \
                       pwd; test -e /work && echo host-visible; \
-                      touch /captf/config/new 2>/dev/null && echo writable; echo $CUSTOM";
+                      touch /captf/config/new 2>/dev/null && echo writable; echo $CUSTOM; \
+                      cat /proc/sys/kernel/hostname";
         let argv = ["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned()];
         let env = [("CUSTOM".to_owned(), "value".to_owned())];
-        let out = command(&rootfs, mounts, &argv, &env, "/captf")
+        let out = command(&rootfs, "pod-a", mounts, &argv, &env, "/captf")
             .unwrap()
             .output()
             .unwrap();
@@ -286,7 +293,7 @@ mod tests {
             "{stdout}{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(stdout, "modulesecret\n/captf\nvalue\n");
+        assert_eq!(stdout, "modulesecret\n/captf\nvalue\npod-a\n");
         assert!(!vol.join("new").exists());
     }
 }
