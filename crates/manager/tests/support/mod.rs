@@ -193,6 +193,7 @@ pub fn job_args(job: &k8s_openapi::api::batch::v1::Job) -> Vec<String> {
 
 pub mod clusters;
 pub mod faults;
+pub mod manager_process;
 pub mod many_pools;
 pub mod moving;
 pub mod pools;
