@@ -69,6 +69,10 @@ pub struct RecordMeta {
     /// without a result after its runner started. It may have changed
     /// infrastructure that no state records.
     pub unconfirmed_apply: Option<String>,
+    /// `captf.io/unpullable-images` (attempt record only): images a
+    /// destroy, refresh, drift or restore Job could not pull, oldest first
+    /// (at most three); the next such Job starts on the next candidate.
+    pub unpullable_images: Vec<String>,
 }
 
 /// What a pool's attempt record keeps about the cluster's exports (the
@@ -186,6 +190,12 @@ impl InputsRecord {
                 ann.insert(key.to_owned(), v.clone());
             }
         }
+        if !m.unpullable_images.is_empty() {
+            ann.insert(
+                annotations::UNPULLABLE_IMAGES.to_owned(),
+                serde_json::to_string(&m.unpullable_images).expect("strings serialize"),
+            );
+        }
         (data, ann)
     }
 
@@ -215,6 +225,11 @@ impl InputsRecord {
                 identity_kind: optional(annotations::IDENTITY_KIND),
                 job: optional(annotations::JOB),
                 unconfirmed_apply: optional(annotations::UNCONFIRMED_APPLY),
+                // A list that does not parse is no list: the next Job tries
+                // the pinned image again and falls back again if it must.
+                unpullable_images: optional(annotations::UNPULLABLE_IMAGES)
+                    .and_then(|v| serde_json::from_str(&v).ok())
+                    .unwrap_or_default(),
             },
             exports: ExportsRecord {
                 applied: data
@@ -248,6 +263,7 @@ impl InputsRecord {
                 image_digest: digest,
                 job: Some(job.to_owned()),
                 unconfirmed_apply: None,
+                unpullable_images: Vec::new(),
                 ..self.meta.clone()
             },
             exports: ExportsRecord::default(),
@@ -296,6 +312,7 @@ mod tests {
                 identity_kind: None,
                 job: Some("captf-mp-pool-apply-a1-abcdef".into()),
                 unconfirmed_apply: None,
+                unpullable_images: Vec::new(),
             },
             exports: ExportsRecord::default(),
         }
@@ -364,6 +381,22 @@ mod tests {
         );
         assert!(!ann.contains_key("captf.io/image-digest"));
         assert_eq!(InputsRecord::from_secret_parts(&data, &ann).unwrap(), r);
+    }
+
+    #[test]
+    fn unpullable_images_round_trip_and_leave_with_promotion() {
+        let mut r = record();
+        r.meta.unpullable_images = vec!["r.io/m@sha256:aa".into(), "r.io/m:v1".into()];
+        let (data, mut ann) = r.to_secret_parts();
+        assert_eq!(
+            ann.get("captf.io/unpullable-images").map(String::as_str),
+            Some(r#"["r.io/m@sha256:aa","r.io/m:v1"]"#)
+        );
+        assert_eq!(InputsRecord::from_secret_parts(&data, &ann).unwrap(), r);
+        assert!(r.promote("j", None, None).meta.unpullable_images.is_empty());
+        ann.insert("captf.io/unpullable-images".into(), "not json".into());
+        let back = InputsRecord::from_secret_parts(&data, &ann).unwrap();
+        assert!(back.meta.unpullable_images.is_empty());
     }
 
     #[test]

@@ -22,6 +22,7 @@ fn record(hash: &str) -> InputsRecord {
             identity_kind: None,
             job: Some("captf-mp-pool-apply-a1-abcdef".into()),
             unconfirmed_apply: None,
+            unpullable_images: Vec::new(),
         },
         exports: Default::default(),
     }

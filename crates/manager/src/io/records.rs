@@ -91,6 +91,41 @@ pub async fn set_unconfirmed(
     name: &str,
     job: Option<&str>,
 ) -> Result<bool, kube::Error> {
+    rewrite(client, namespace, name, |record| {
+        if job.is_some() && record.meta.job.as_deref() != job {
+            return false;
+        }
+        record.meta.unconfirmed_apply = job.map(str::to_owned);
+        true
+    })
+    .await
+}
+
+/// Adds `image` to the attempt record's unpullable images (at most three,
+/// newest last). `Ok(false)`: there is no readable record to remember it in.
+pub async fn add_unpullable(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    image: &str,
+) -> Result<bool, kube::Error> {
+    rewrite(client, namespace, name, |record| {
+        record.meta.unpullable_images =
+            crate::jobs::recovery::remember_unpullable(&record.meta.unpullable_images, image);
+        true
+    })
+    .await
+}
+
+/// Reads the record `name`, lets `edit` change it (false: leave it), and
+/// writes it back under its owner and labels. `Ok(false)`: no readable
+/// record, or `edit` declined.
+async fn rewrite(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    edit: impl FnOnce(&mut InputsRecord) -> bool,
+) -> Result<bool, kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let Some(secret) = api.get_opt(name).await? else {
         return Ok(false);
@@ -102,13 +137,12 @@ pub async fn set_unconfirmed(
     ) else {
         return Ok(false);
     };
-    if job.is_some() && record.meta.job.as_deref() != job {
-        return Ok(false);
-    }
     let Some(owner) = meta.owner_references.as_ref().and_then(|o| o.first()) else {
         return Ok(false);
     };
-    record.meta.unconfirmed_apply = job.map(str::to_owned);
+    if !edit(&mut record) {
+        return Ok(false);
+    }
     let labels = meta.labels.clone().unwrap_or_default();
     write_record(client, namespace, name, &record, owner, labels).await?;
     Ok(true)

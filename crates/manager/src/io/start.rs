@@ -61,6 +61,13 @@ pub async fn create_job(
             reason: format!("Job {name} existed a moment ago and is being deleted"),
         });
     };
+    if existing.metadata.deletion_timestamp.is_some() {
+        // A Job on its way out (a fallback or a stuck-Job delete) is never
+        // the Job of a new start.
+        return Ok(Started::Deferred {
+            reason: format!("Job {name} is being deleted"),
+        });
+    }
     let ours = controller_uid(&existing.metadata) == Some(owner_uid);
     match (ours, job_finished(&existing)) {
         (true, false) => Ok(Started::Adopted),

@@ -91,6 +91,57 @@ pub fn first_pullable(candidates: &[String], unpullable: &[String]) -> Option<St
         .cloned()
 }
 
+/// Whether a Job's pods are stuck on their image: none is ready, and the
+/// `source` container of one waits on a pull failure.
+pub fn pull_stuck(pods: &[k8s_openapi::api::core::v1::Pod]) -> bool {
+    let ready = |pod: &k8s_openapi::api::core::v1::Pod| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    !pods.iter().any(ready) && pods.iter().any(|p| super::observe::source_container(p).1)
+}
+
+/// The `source` container's image of a Job, and the images its
+/// `captf.io/image-fallbacks` leaves to try after it.
+pub fn job_images(job: &k8s_openapi::api::batch::v1::Job) -> Option<(String, Vec<String>)> {
+    let image = job
+        .spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "source")?
+        .image
+        .clone()?;
+    let fallbacks = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(captf_api::names::annotations::IMAGE_FALLBACKS))
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or_default();
+    Some((image, fallbacks))
+}
+
+/// The image a non-apply op starts on and the candidates left after it
+/// (the Job's `captf.io/image-fallbacks`): the first of `candidates` not
+/// known to be unpullable, and the pullable ones that follow it.
+pub fn image_choice(candidates: &[String], unpullable: &[String]) -> Option<(String, Vec<String>)> {
+    let image = first_pullable(candidates, unpullable)?;
+    let rest = candidates
+        .iter()
+        .skip_while(|c| **c != image)
+        .skip(1)
+        .filter(|c| !unpullable.contains(c))
+        .cloned()
+        .collect();
+    Some((image, rest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +229,29 @@ mod tests {
             Some("r.io/m:v1")
         );
         assert_eq!(first_pullable(&c(), &c()).as_deref(), Some("r.io/m:v2"));
+    }
+
+    #[test]
+    fn the_chosen_image_carries_what_is_left_to_try() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        // (unpullable, chosen image and what is left after it)
+        type Case<'a> = (&'a [&'a str], Option<(&'a str, &'a [&'a str])>);
+        let cases: &[Case] = &[
+            (&[], Some(("r.io/m@sha256:aa", &["r.io/m:v1", "r.io/m:v2"]))),
+            (&["r.io/m@sha256:aa"], Some(("r.io/m:v1", &["r.io/m:v2"]))),
+            // The tag failed before the digest did: only the spec is left.
+            (&["r.io/m:v1", "r.io/m@sha256:aa"], Some(("r.io/m:v2", &[]))),
+            // Everything failed: the last one again, nothing after it.
+            (
+                &["r.io/m@sha256:aa", "r.io/m:v1", "r.io/m:v2"],
+                Some(("r.io/m:v2", &[])),
+            ),
+        ];
+        for (unpullable, want) in cases {
+            let got = image_choice(&c(), &s(unpullable));
+            let want = want.map(|(i, rest)| (i.to_owned(), s(rest)));
+            assert_eq!(got, want, "{unpullable:?}");
+        }
+        assert_eq!(image_choice(&[], &[]), None);
     }
 }

@@ -116,7 +116,8 @@ pub async fn close_active<K: Workload>(
     now: SystemTime,
 ) -> Result<Action, Error> {
     let active = p.active.clone().expect("an active Job");
-    if pass::delete_if_stuck(ctx, obj, &active, now).await? {
+    let replaced = super::pull_fallback::check(ctx, obj, p, &active, now).await?;
+    if replaced || pass::delete_if_stuck(ctx, obj, &active, now).await? {
         p.draft.field("activeJob", Value::Null);
         return close(ctx, obj, p, Some(Duration::from_secs(1))).await;
     }

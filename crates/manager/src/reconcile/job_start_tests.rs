@@ -47,6 +47,7 @@ fn request(op: Op, remediation: bool) -> StartRequest {
                 identity_kind: None,
                 job: None,
                 unconfirmed_apply: None,
+                unpullable_images: Vec::new(),
             },
             exports: Default::default(),
         }),

@@ -30,6 +30,7 @@ pub mod plans;
 pub mod pool;
 pub mod pool_outputs;
 pub mod pool_pass;
+pub mod pull_fallback;
 pub mod quiet;
 pub mod retain;
 pub mod routing;

@@ -261,6 +261,9 @@ pub fn start_request<K: Workload>(
                     // An unknown outcome stays on record until this apply
                     // (or a later one) succeeds.
                     unconfirmed_apply: InputsRecord::unconfirmed_in_force(attempt, applied),
+                    // A new apply starts a new list: its success pins a
+                    // digest again.
+                    unpullable_images: Vec::new(),
                 },
                 exports: Default::default(),
             });
@@ -338,6 +341,19 @@ pub fn start_request<K: Workload>(
             )
         }
     };
+    let (image, fallbacks) = pull_candidates(op, image, recorded, current, attempt);
+    let mut annotations = match (&p.unconfirmed_apply, op) {
+        (Some(job), Op::Apply) => {
+            BTreeMap::from([(annotations::AFTER_INTERRUPTED_APPLY.to_owned(), job.clone())])
+        }
+        _ => BTreeMap::new(),
+    };
+    if !fallbacks.is_empty() {
+        annotations.insert(
+            annotations::IMAGE_FALLBACKS.to_owned(),
+            serde_json::to_string(&fallbacks).expect("strings serialize"),
+        );
+    }
     Some(StartRequest {
         op,
         approval: None,
@@ -352,13 +368,36 @@ pub fn start_request<K: Workload>(
         cluster_name: p.shared.cluster_name.clone(),
         jobs: p.shared.jobs.clone(),
         credentials_secret: p.credentials_secret.clone(),
-        annotations: match (&p.unconfirmed_apply, op) {
-            (Some(job), Op::Apply) => {
-                BTreeMap::from([(annotations::AFTER_INTERRUPTED_APPLY.to_owned(), job.clone())])
-            }
-            _ => BTreeMap::new(),
-        },
+        annotations,
         force_unlock: None,
         restore: (op == Op::Restore).then(|| p.restore.clone()).flatten(),
     })
+}
+
+/// The image a Job of `op` runs and the images left to try after it. Apply
+/// and plan run the spec's image as written; the other ops run the first
+/// of the pinned digest, the recorded tag and the spec's reference that the
+/// attempt record does not list as unpullable.
+fn pull_candidates(
+    op: Op,
+    image: String,
+    recorded: Option<&InputsRecord>,
+    current: Option<&Rendered>,
+    attempt: Option<&InputsRecord>,
+) -> (String, Vec<String>) {
+    use crate::jobs::recovery::{candidates, image_choice};
+    if matches!(op, Op::Apply | Op::Plan) {
+        return (image, Vec::new());
+    }
+    let pinned = recorded
+        .filter(|r| r.meta.image_digest.is_some())
+        .map(InputsRecord::pinned_image);
+    let spec = current.map_or(image.as_str(), |c| c.image.as_str());
+    let candidates = candidates(
+        pinned.as_deref(),
+        recorded.map(|r| r.meta.image.as_str()),
+        spec,
+    );
+    let unpullable = attempt.map_or(&[][..], |a| a.meta.unpullable_images.as_slice());
+    image_choice(&candidates, unpullable).unwrap_or((image, Vec::new()))
 }

@@ -28,6 +28,15 @@ impl ImageMap {
             .insert(reference.into(), image);
     }
 
+    /// Forgets `reference`, as a registry that collected it would: pods
+    /// that ask for it from now on wait in `ErrImagePull`.
+    pub fn remove(&self, reference: &str) -> Option<LocalImage> {
+        self.0
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(reference)
+    }
+
     pub fn get(&self, reference: &str) -> Option<LocalImage> {
         self.0
             .read()
