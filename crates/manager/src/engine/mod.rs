@@ -9,3 +9,4 @@ pub mod lag;
 pub mod preamble;
 pub mod ready;
 pub mod slots;
+pub mod transitions;

@@ -367,6 +367,10 @@ pub async fn finish<K: Workload>(
         if let Some(rv) = expected {
             patch["metadata"] = json!({"resourceVersion": rv});
         }
+        let announced = crate::engine::transitions::transition_events(
+            |t| obj.condition(t),
+            &draft.conditions(),
+        );
         let after = api
             .patch_status(
                 &obj.name_any(),
@@ -375,6 +379,11 @@ pub async fn finish<K: Workload>(
             )
             .await?;
         wrote(ctx, &after);
+        // Once the change is written: a refused patch announces nothing,
+        // and the pass that writes it does.
+        for e in announced {
+            event(ctx, obj, e.warning, e.reason, "Reconcile", e.note).await;
+        }
     }
     for m in marks {
         for e in &m.events {

@@ -71,6 +71,11 @@ impl Draft {
         self.conditions.get(type_)
     }
 
+    /// Every condition the status will hold.
+    pub fn conditions(&self) -> Vec<&Condition> {
+        self.conditions.values().collect()
+    }
+
     pub fn is_true(&self, type_: &str) -> bool {
         self.get(type_).is_some_and(|c| c.status == "True")
     }
