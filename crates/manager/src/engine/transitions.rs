@@ -165,7 +165,9 @@ mod tests {
         let degraded = c("InfrastructureHealthy", "False", "Degraded");
         let stopped = c("InfrastructureHealthy", "False", "Stopped");
         let pending = c("InfrastructureHealthy", "Unknown", "Provisioning");
-        let cases: Vec<(Vec<Condition>, Vec<Condition>, Vec<(&str, bool)>)> = vec![
+        // (conditions read, conditions written, events)
+        type Case = (Vec<Condition>, Vec<Condition>, Vec<(&'static str, bool)>);
+        let cases: Vec<Case> = vec![
             // Pausing and resuming, and nothing while it lasts.
             (
                 vec![running.clone()],
