@@ -327,6 +327,23 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
         .then_some(())
     })
     .await;
+    // The approved apply said once which plan it carries out.
+    let approved: Vec<String> = ns
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("PlanApproved"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert_eq!(approved.len(), 1, "{approved:?}");
+    assert!(
+        approved[0].contains(&plan.spec.plan_hash) && approved[0].contains(&plan_name),
+        "{}",
+        approved[0]
+    );
 
     // Deleting the Cluster destroys and leaves nothing behind.
     let clusters: Api<DynamicObject> =
@@ -566,6 +583,21 @@ async fn a_paused_cluster_starts_nothing_until_unpaused() {
         (now > before).then_some(())
     })
     .await;
+    // One event for each transition, however many passes the pause saw.
+    let events = ns
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let count = |reason: &str| {
+        events
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+            .sum::<i32>()
+    };
+    assert_eq!((count("Paused"), count("Resumed")), (1, 1));
 }
 
 #[tokio::test]

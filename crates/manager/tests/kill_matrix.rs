@@ -347,7 +347,7 @@ async fn a_manager_killed_during_a_destroy() {
         case.get().await.is_none().then_some(())
     })
     .await;
-    assert_eq!(case.jobs.of_op("destroy"), vec![job]);
+    assert_eq!(case.jobs.of_op("destroy"), vec![job.clone()]);
     let suffix = state_suffix(WorkloadKind::Cluster, case.ns.name(), NAME);
     let left: BTreeMap<String, ()> = case
         .ns
@@ -362,5 +362,18 @@ async fn a_manager_killed_during_a_destroy() {
         .map(|n| (n, ()))
         .collect();
     assert!(left.is_empty(), "state Secrets left: {left:?}");
+    let destroyed: Vec<String> = case
+        .ns
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Destroyed"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert_eq!(destroyed.len(), 1, "{destroyed:?}");
+    assert!(destroyed[0].contains(&job), "{}", destroyed[0]);
     case.nothing_held().await;
 }

@@ -399,6 +399,51 @@ async fn an_exports_change_that_replaces_the_group_waits_for_its_approval_hash()
                 == Some(&approval)),
         "the approved apply ran under the approval hash"
     );
+    // Scenario 25: the approved apply started once and said so once,
+    // naming the approval hash, the Job and the annotation.
+    let approved_jobs: Vec<String> = all
+        .iter()
+        .filter(|j| {
+            j.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("captf.io/approval-hash"))
+                == Some(&approval)
+                && j.spec
+                    .as_ref()
+                    .and_then(|s| s.template.spec.as_ref())
+                    .is_some_and(|s| {
+                        s.containers
+                            .iter()
+                            .chain(s.init_containers.iter().flatten())
+                            .flat_map(|c| c.args.iter().flatten())
+                            .any(|a| a.starts_with("--allow-deletes-hash"))
+                    })
+        })
+        .filter_map(|j| j.metadata.name.clone())
+        .collect();
+    assert_eq!(approved_jobs.len(), 1, "{approved_jobs:?}");
+    let notes = event_notes(&ns, "PlanApproved").await;
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains(&approved_jobs[0])
+            && notes[0].contains(&approval)
+            && notes[0].contains("captf.io/approve-destructive-plan"),
+        "{}",
+        notes[0]
+    );
+}
+
+async fn event_notes(ns: &captf_testenv::TestNamespace, reason: &str) -> Vec<String> {
+    ns.api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
 }
 
 /// Creation and completion of each refresh Job seen, by name.

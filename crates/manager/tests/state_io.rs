@@ -101,7 +101,7 @@ async fn state_is_read_adopted_and_re_owned() {
         "prod",
         "prod",
     );
-    adopt(
+    let first = adopt(
         &client,
         ns.name(),
         &suffix,
@@ -111,6 +111,7 @@ async fn state_is_read_adopted_and_re_owned() {
     )
     .await
     .unwrap();
+    assert!(first.rehashed, "the base Secret records the hash");
     let base = secrets.get(&state_secret(&suffix)).await.unwrap();
     let labels = base.metadata.labels.clone().unwrap_or_default();
     for (k, v) in &state_labels {
@@ -132,7 +133,7 @@ async fn state_is_read_adopted_and_re_owned() {
 
     // Adopting again changes nothing; a restore without a hash removes it.
     let rv = base.metadata.resource_version.clone();
-    adopt(
+    let again = adopt(
         &client,
         ns.name(),
         &suffix,
@@ -151,6 +152,7 @@ async fn state_is_read_adopted_and_re_owned() {
             .resource_version,
         rv
     );
+    assert_eq!(again, Default::default(), "nothing to announce");
     adopt(&client, ns.name(), &suffix, &owner, &state_labels, None)
         .await
         .unwrap();

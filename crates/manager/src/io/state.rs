@@ -77,9 +77,10 @@ pub async fn adopt(
     owner: &OwnerReference,
     state_labels: &BTreeMap<String, String>,
     inputs_hash: Option<&str>,
-) -> Result<(), kube::Error> {
+) -> Result<Adopted, kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let base = state_secret(suffix);
+    let mut adopted = Adopted::default();
     let owner = OwnerReference {
         controller: None,
         block_owner_deletion: None,
@@ -95,7 +96,10 @@ pub async fn adopt(
         // An earlier object of the same name (moved or re-created) is replaced.
         let before = refs.len();
         refs.retain(|r| !(r.kind == owner.kind && r.name == owner.name && r.uid != owner.uid));
-        changed |= refs.len() != before;
+        if refs.len() != before {
+            adopted.reowned += 1;
+            changed = true;
+        }
         if !refs.iter().any(|r| r.uid == owner.uid) {
             refs.push(owner.clone());
             changed = true;
@@ -118,6 +122,7 @@ pub async fn adopt(
                     Some(h) => ann.insert(annotations::INPUTS_HASH.to_owned(), h.to_owned()),
                     None => ann.remove(annotations::INPUTS_HASH),
                 };
+                adopted.rehashed = true;
                 changed = true;
             }
         }
@@ -125,5 +130,15 @@ pub async fn adopt(
             api.replace(&name, &PostParams::default(), &secret).await?;
         }
     }
-    Ok(())
+    Ok(adopted)
+}
+
+/// What an adoption changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Adopted {
+    /// The base Secret records another inputs hash now.
+    pub rehashed: bool,
+    /// Chunks whose reference to an earlier object of the same name (a
+    /// restored management cluster's) was replaced by this object's.
+    pub reowned: usize,
 }

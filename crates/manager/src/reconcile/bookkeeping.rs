@@ -568,10 +568,17 @@ pub async fn execute_bookkeeping<K: Workload>(
                 job,
                 inputs_hash,
                 image_id,
-            } => promote(ctx, obj, job, inputs_hash.as_deref(), image_id.as_deref()).await?,
+            } => {
+                let promoted =
+                    promote(ctx, obj, job, inputs_hash.as_deref(), image_id.as_deref()).await?;
+                let (reason, warning, note) = promoted.event(job);
+                if let Some(reason) = reason {
+                    super::pass::event(ctx, obj, warning, reason, "Apply", note).await;
+                }
+            }
             BookkeepingEffect::AdoptState { inputs_hash } => {
                 let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
-                adopt(
+                let adopted = adopt(
                     &ctx.client,
                     &ns,
                     &suffix,
@@ -579,7 +586,26 @@ pub async fn execute_bookkeeping<K: Workload>(
                     &crate::names::state_labels(K::KIND, &obj.name_any(), cluster),
                     inputs_hash.as_deref(),
                 )
-                .await?
+                .await?;
+                if let (true, Some(hash)) = (adopted.rehashed, inputs_hash) {
+                    let note = format!("the state now records inputs hash {hash}");
+                    super::pass::event(ctx, obj, false, events::STATE_ADOPTED, "Apply", note).await;
+                }
+                if adopted.reowned > 0 {
+                    let note = format!(
+                        "{} state Secrets referred to an earlier object of this name; they are owned by this one now",
+                        adopted.reowned
+                    );
+                    super::pass::event(
+                        ctx,
+                        obj,
+                        false,
+                        events::OWNER_REFERENCES_REPAIRED,
+                        "Apply",
+                        note,
+                    )
+                    .await;
+                }
             }
             BookkeepingEffect::DeleteRunSecret { job } => {
                 let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
@@ -637,6 +663,44 @@ pub async fn bookkeep<K: Workload>(
     Ok(plan.booked)
 }
 
+/// How a promotion went, for its event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Promoted {
+    /// The applied record pins this digest (`changed`: a new one).
+    Pinned { digest: String, changed: bool },
+    /// Promoted, but the pod reported no digest and none was kept.
+    NoDigest,
+    /// The attempt record is gone or names a newer apply: the applied
+    /// record still describes an older one.
+    InputsGone,
+}
+
+impl Promoted {
+    /// The event a promotion of `job` announces (`None`: none).
+    pub fn event(&self, job: &str) -> (Option<&'static str>, bool, String) {
+        match self {
+            Promoted::Pinned { changed: false, .. } => (None, false, String::new()),
+            Promoted::Pinned { digest, .. } => (
+                Some(events::DIGEST_PINNED),
+                false,
+                format!("Job {job} ran image digest {digest}; later Jobs run it"),
+            ),
+            Promoted::NoDigest => (
+                Some(events::DIGEST_UNKNOWN),
+                true,
+                format!("Job {job} reported no image digest; later Jobs run the image reference"),
+            ),
+            Promoted::InputsGone => (
+                Some(events::APPLIED_INPUTS_UNKNOWN),
+                true,
+                format!(
+                    "Job {job} succeeded but its inputs are no longer on record; the applied record describes an older apply"
+                ),
+            ),
+        }
+    }
+}
+
 /// Promotes the attempt record written for `job` into the applied record,
 /// pinning the digest its pod ran.
 async fn promote<K: Workload>(
@@ -645,17 +709,17 @@ async fn promote<K: Workload>(
     job: &str,
     inputs_hash: Option<&str>,
     image_id: Option<&str>,
-) -> Result<(), Error> {
+) -> Result<Promoted, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let Some(Ok(attempt)) =
         read_record(&ctx.client, &ns, &attempt_record_name(K::KIND, &name)).await?
     else {
-        return Ok(());
+        return Ok(Promoted::InputsGone);
     };
     if inputs_hash.is_some_and(|h| h != attempt.meta.inputs_hash) {
         // The attempt record moved on to a newer apply already.
-        return Ok(());
+        return Ok(Promoted::InputsGone);
     }
     let applied_name = applied_record_name(K::KIND, &name);
     let previous = read_record(&ctx.client, &ns, &applied_name)
@@ -673,7 +737,13 @@ async fn promote<K: Workload>(
         labels,
     )
     .await?;
-    Ok(())
+    Ok(match applied.meta.image_digest {
+        Some(digest) => Promoted::Pinned {
+            changed: previous.and_then(|p| p.meta.image_digest).as_deref() != Some(digest.as_str()),
+            digest,
+        },
+        None => Promoted::NoDigest,
+    })
 }
 
 #[cfg(test)]

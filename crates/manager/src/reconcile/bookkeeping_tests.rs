@@ -411,3 +411,26 @@ fn a_restore_is_bookkept_by_its_outcome_and_its_age_against_the_applies() {
         assert_eq!(mark.restore_result, Some(result), "{case}");
     }
 }
+
+#[test]
+fn a_promotion_announces_a_new_digest_a_missing_one_or_lost_inputs() {
+    use super::Promoted;
+    let job = "captf-c-prod-apply-a1-abcdef";
+    let pinned = |changed| Promoted::Pinned {
+        digest: "sha256:aa".into(),
+        changed,
+    };
+    let cases = [
+        (pinned(true), Some(("DigestPinned", false))),
+        (pinned(false), None),
+        (Promoted::NoDigest, Some(("DigestUnknown", true))),
+        (Promoted::InputsGone, Some(("AppliedInputsUnknown", true))),
+    ];
+    for (promoted, want) in cases {
+        let (reason, warning, note) = promoted.event(job);
+        assert_eq!(reason.map(|r| (r, warning)), want, "{promoted:?}");
+        if reason.is_some() {
+            assert!(note.contains(job), "{note}");
+        }
+    }
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use captf_api::TerraformCluster;
 use captf_api::common::ApplyPolicy;
 use captf_api::names::{annotations, conditions, events, labels, reasons};
-use captf_api::plan::{PlanPhase, TerraformPlan};
+use captf_api::plan::TerraformPlan;
 use captf_api::{TerraformMachine, TerraformMachinePool};
 use captf_contract::outputs::RoleOutputs;
 use captf_contract::{Role, RoleInputs};
@@ -376,6 +376,9 @@ fn start(
         {
             req.annotations
                 .insert(annotations::APPROVED_PLAN.to_owned(), plan.name_any());
+            if plan.spec.approved == Some(true) {
+                req.approval = approval.clone();
+            }
         }
         req.guard = Some(Guard {
             inputs_hash: req.inputs_hash.clone(),
@@ -417,7 +420,8 @@ async fn effect(ctx: &Context, obj: &TerraformCluster, e: &ClusterEffect) -> Res
             .metrics
             .outputs_invalid(TerraformCluster::KIND.kind(), reason),
         ClusterEffect::SupersedePlan(plan) => {
-            plans::set_phase(ctx, plan, PlanPhase::Superseded).await?
+            let why = "the inputs or the apply policy changed since it was made";
+            plans::supersede(ctx, obj, plan, why).await?
         }
     }
     Ok(())

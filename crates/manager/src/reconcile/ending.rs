@@ -332,6 +332,26 @@ pub async fn release_after_destroy<K: Workload>(
     pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
     super::cleanup::cleanup(ctx, obj).await?;
     let ns = obj.namespace().unwrap_or_default();
+    let destroyed_by = p
+        .loaded
+        .records()
+        .into_iter()
+        .filter(|r| r.op == Op::Destroy && r.outcome == Outcome::Succeeded)
+        .max_by_key(|r| r.finished)
+        .map(|r| r.name);
+    if let Some(job) = destroyed_by {
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::DESTROYED,
+            "Delete",
+            format!(
+                "Job {job} destroyed the infrastructure; its state, records and leases are gone"
+            ),
+        )
+        .await;
+    }
     pass::event(
         ctx,
         obj,

@@ -17,7 +17,7 @@ use crate::adapters::exports_guard::{
     AppliedExports, ApplyJob, Baseline, GuardInput, Verdict, applied_exports, blocked_message,
     blocking_job, failed_part_way, verdict,
 };
-use crate::engine::decide::{ApplyGate, Op};
+use crate::engine::decide::{ApplyGate, Approval, Op};
 use crate::engine::history::Outcome;
 use crate::engine::job_conditions::ConditionValue;
 use crate::io::records::write_record;
@@ -81,6 +81,7 @@ impl ExportsGuard {
                     allow_deletes_hash: approved.then(|| self.approval_hash.clone()),
                     expect_plan: None,
                 });
+                req.approval = approved.then(|| Approval::AllowDeletes(self.approval_hash.clone()));
             }
             Verdict::Held { .. } => {
                 req.annotations.insert(

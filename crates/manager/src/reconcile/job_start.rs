@@ -90,6 +90,8 @@ pub struct JobStart {
     pub cluster_lease: Option<LeaseRequest>,
     /// The cluster write lease a machine's or pool's Job waits behind.
     pub gated_by: Option<String>,
+    /// The approval this apply carries out, for its `PlanApproved` event.
+    pub approved: Option<String>,
 }
 
 /// What of the manager's configuration a start depends on.
@@ -137,6 +139,7 @@ pub fn plan_start<K: Workload>(
         (gate && K::KIND != crate::names::WorkloadKind::Cluster).then_some(cluster_lease_name);
     let request = job_request(obj, &req, &job, attempt, config);
     let built = build(&request);
+    let approved = approval_note(&req, &job);
     let attempt_record = req.attempt_record.clone().map(|mut r| {
         r.meta.job = Some(job.clone());
         r
@@ -153,6 +156,28 @@ pub fn plan_start<K: Workload>(
         dropped_env: built.dropped_env,
         cluster_lease,
         gated_by,
+        approved,
+    }
+}
+
+/// What an approved apply says when it starts: the approved plan (and its
+/// TerraformPlan) or the approved deletes, and the Job carrying it out.
+fn approval_note(req: &StartRequest, job: &str) -> Option<String> {
+    match req.approval.as_ref()? {
+        Approval::ExpectPlan(plan) => {
+            let object = req
+                .annotations
+                .get(annotations::APPROVED_PLAN)
+                .map(|n| format!(" (TerraformPlan {n})"))
+                .unwrap_or_default();
+            Some(format!(
+                "Job {job} applies the approved plan {plan}{object}"
+            ))
+        }
+        Approval::AllowDeletes(hash) => Some(format!(
+            "Job {job} applies the deletes approved by {}={hash}",
+            annotations::APPROVE_DESTRUCTIVE_PLAN
+        )),
     }
 }
 
@@ -295,6 +320,9 @@ pub async fn execute_start<K: Workload>(
             let op = start.op.as_str();
             let note = format!("Job {job} created for {op}");
             event(ctx, obj, false, events::JOB_CREATED, op, note).await;
+            if let Some(note) = &start.approved {
+                event(ctx, obj, false, events::PLAN_APPROVED, op, note.clone()).await;
+            }
             if !start.dropped_env.is_empty() {
                 let note = format!(
                     "Job {job} runs without the reserved env names {} of spec.jobs.env",

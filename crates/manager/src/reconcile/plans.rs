@@ -117,6 +117,29 @@ pub async fn set_phase(ctx: &Context, plan: &TerraformPlan, to: PlanPhase) -> Re
     Ok(())
 }
 
+/// Marks `plan` superseded and says why on `obj`; an approved plan's
+/// approval is lost with it, so that event is a warning.
+pub async fn supersede(
+    ctx: &Context,
+    obj: &TerraformCluster,
+    plan: &TerraformPlan,
+    why: &str,
+) -> Result<(), Error> {
+    set_phase(ctx, plan, PlanPhase::Superseded).await?;
+    let approved = plan.spec.approved == Some(true);
+    let note = format!(
+        "TerraformPlan {} is superseded: {why}{}",
+        plan.name_any(),
+        if approved {
+            "; its approval no longer applies"
+        } else {
+            ""
+        }
+    );
+    event(ctx, obj, approved, events::PLAN_SUPERSEDED, "Plan", note).await;
+    Ok(())
+}
+
 /// Whether a plan changes nothing at all (no resource, output, import,
 /// move or forget): such a plan needs no approval.
 pub fn is_empty(plan: &RunnerPlan) -> bool {
@@ -151,7 +174,13 @@ pub async fn create(
     let ns = obj.namespace().unwrap_or_default();
     let name = plan_name(&obj.name_any(), job, &plan.hash);
     for old in existing.iter().filter(|p| live(p) && p.name_any() != name) {
-        set_phase(ctx, old, PlanPhase::Superseded).await?;
+        supersede(
+            ctx,
+            obj,
+            old,
+            &format!("TerraformPlan {name} is the current plan"),
+        )
+        .await?;
     }
     let counts = &plan.counts;
     let as_i32 = |n: u64| Some(i32::try_from(n).unwrap_or(i32::MAX));
