@@ -104,6 +104,10 @@ pub enum ClusterEffect {
         reason: &'static str,
         note: String,
     },
+    Warning {
+        reason: &'static str,
+        note: String,
+    },
     CountOutputsInvalid(&'static str),
     /// A TerraformPlan the inputs or the policy made moot.
     SupersedePlan(Box<TerraformPlan>),
@@ -267,13 +271,39 @@ fn plan_outputs(
                 ),
             });
         }
+        let status = obj.status.as_ref();
         if let Some(fd) = &w.failure_domains {
+            let before = status.and_then(|s| s.failure_domains.as_ref());
+            let to_json = |v| serde_json::to_value(v).unwrap_or(Value::Null);
+            if to_json(before) != to_json(fd.as_ref()) {
+                let names: Vec<&str> = fd.iter().flatten().map(|d| d.name.as_str()).collect();
+                effects.push(ClusterEffect::Event {
+                    reason: events::FAILURE_DOMAINS_CHANGED,
+                    note: format!("failure domains now: [{}]", names.join(", ")),
+                });
+            }
             p.draft.field("failureDomains", fd);
         }
         match &w.exports {
             ExportsWrite::Keep => {}
             ExportsWrite::Publish(v) => p.draft.field("exports", v),
-            ExportsWrite::ClearTooLarge => p.draft.field("exports", Value::Null),
+            ExportsWrite::ClearTooLarge => {
+                // Once per state: a state the pass has not seen yet, or
+                // exports that were published until now.
+                let published = status.is_some_and(|s| s.exports.is_some());
+                let new_state = status.and_then(|s| s.workspace.observed_state_serial)
+                    != i64::try_from(state.serial).ok();
+                if published || new_state {
+                    effects.push(ClusterEffect::Warning {
+                        reason: events::EXPORTS_NOT_PUBLISHED,
+                        note: format!(
+                            "the exports exceed {} KiB as compact JSON; status.exports is cleared",
+                            captf_contract::outputs::MAX_PUBLISHED_EXPORTS_BYTES / 1024
+                        ),
+                    });
+                }
+                p.draft.field("exports", Value::Null)
+            }
         }
         if w.provisioned && !provisioned {
             effects.push(ClusterEffect::Event {
@@ -415,6 +445,9 @@ async fn effect(ctx: &Context, obj: &TerraformCluster, e: &ClusterEffect) -> Res
         ClusterEffect::PatchSpec(patch) => pass::patch_own(ctx, obj, patch).await?,
         ClusterEffect::Event { reason, note } => {
             pass::event(ctx, obj, false, reason, "Outputs", note.clone()).await
+        }
+        ClusterEffect::Warning { reason, note } => {
+            pass::event(ctx, obj, true, reason, "Outputs", note.clone()).await
         }
         ClusterEffect::CountOutputsInvalid(reason) => ctx
             .metrics

@@ -285,3 +285,111 @@ fn a_first_readable_state_provisions_the_cluster_and_publishes_its_outputs() {
         "the inputs are current"
     );
 }
+
+/// The reasons of the events a plan's effects emit.
+fn event_reasons(plan: &ClusterPlan) -> Vec<&'static str> {
+    plan.effects
+        .iter()
+        .filter_map(|e| match e {
+            ClusterEffect::Event { reason, .. } | ClusterEffect::Warning { reason, .. } => {
+                Some(*reason)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn failure_domains_are_announced_when_they_change_and_too_large_exports_once_per_state() {
+    let hash = current_hash();
+    let now = SystemTime::now();
+    let c = cluster();
+    let cx = ClusterContext {
+        cluster: Some(&c),
+        apply_policy: ApplyPolicy::Automatic,
+        now,
+    };
+    let pass_over = |status: serde_json::Value, outputs: serde_json::Value| {
+        let mut obj = terraform_cluster();
+        obj.status = Some(serde_json::from_value(status).unwrap());
+        let mut p = open_pass(&obj, false, now);
+        let snap = snapshot(Ok(StateSummary::with_outputs(outputs, Some(&hash))), &[]);
+        let plan = plan(&obj, &mut p, &snap, &mut Vec::new(), &cx);
+        event_reasons(&plan)
+    };
+    let outputs = |fd: &str, exports: serde_json::Value| {
+        json!({
+            "control_plane_endpoint": {"host": "api.prod.example", "port": 6443},
+            "failure_domains": [{"name": fd, "control_plane": true}],
+            "exports": exports,
+            "health": {"state": "running", "healthy": true, "message": null, "reasons": []},
+        })
+    };
+    let seen = |fd: &str, exports: serde_json::Value, serial: i64| {
+        json!({"initialization": {"provisioned": true},
+               "failureDomains": [{"name": fd, "controlPlane": true}],
+               "exports": exports, "observedStateSerial": serial})
+    };
+    let small = json!({"subnet": "s-1"});
+    let big = json!({"blob": "x".repeat(70 * 1024)});
+    let fd_changed = events::FAILURE_DOMAINS_CHANGED;
+    let too_large = events::EXPORTS_NOT_PUBLISHED;
+    let cases = [
+        // (status read, outputs, announced)
+        (
+            seen("fd1", small.clone(), 1),
+            outputs("fd1", small.clone()),
+            vec![],
+        ),
+        (
+            seen("fd1", small.clone(), 1),
+            outputs("fd2", small.clone()),
+            vec![fd_changed],
+        ),
+        (
+            seen("fd1", small.clone(), 1),
+            outputs("fd1", big.clone()),
+            vec![too_large],
+        ),
+        // Already cleared for this serial (the state's is 3): nothing new.
+        (
+            seen("fd1", json!(null), 3),
+            outputs("fd1", big.clone()),
+            vec![],
+        ),
+        (
+            seen("fd1", json!(null), 2),
+            outputs("fd1", big.clone()),
+            vec![too_large],
+        ),
+    ];
+    for (status, outs, want) in cases {
+        let got: Vec<&str> = pass_over(status.clone(), outs)
+            .into_iter()
+            .filter(|r| *r == fd_changed || *r == too_large)
+            .collect();
+        assert_eq!(got, want, "{status}");
+    }
+}
+
+#[test]
+fn a_destroy_of_other_inputs_than_the_state_was_applied_from_warns() {
+    let current = current_hash();
+    for (state_hash, warned) in [(current.as_str(), false), ("h2:older", true)] {
+        let (plan, _, _) = run(
+            &snapshot(Ok(state(state_hash)), &[]),
+            Vec::new(),
+            ApplyPolicy::Automatic,
+            true,
+        );
+        let req = started(&plan).expect("a destroy starts");
+        assert_eq!(req.op, Op::Destroy);
+        let reasons: Vec<&str> = req.warnings.iter().map(|(r, _)| *r).collect();
+        assert_eq!(
+            reasons.contains(&events::DESTROY_INPUTS_MISMATCH),
+            warned,
+            "{state_hash}: {:?}",
+            req.warnings
+        );
+    }
+}

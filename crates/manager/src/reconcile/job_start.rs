@@ -55,6 +55,8 @@ pub struct StartRequest {
     pub force_unlock: Option<String>,
     /// Restore: the backup the Job pushes.
     pub restore: Option<super::backups::RestoreTarget>,
+    /// Warning events (reason, note) the start announces with its Job.
+    pub warnings: Vec<(&'static str, String)>,
 }
 
 /// How a start went.
@@ -92,6 +94,8 @@ pub struct JobStart {
     pub gated_by: Option<String>,
     /// The approval this apply carries out, for its `PlanApproved` event.
     pub approved: Option<String>,
+    /// Warning events (reason, note) announced with the Job.
+    pub warnings: Vec<(&'static str, String)>,
 }
 
 /// What of the manager's configuration a start depends on.
@@ -157,6 +161,7 @@ pub fn plan_start<K: Workload>(
         cluster_lease,
         gated_by,
         approved,
+        warnings: req.warnings.clone(),
     }
 }
 
@@ -322,6 +327,9 @@ pub async fn execute_start<K: Workload>(
             event(ctx, obj, false, events::JOB_CREATED, op, note).await;
             if let Some(note) = &start.approved {
                 event(ctx, obj, false, events::PLAN_APPROVED, op, note.clone()).await;
+            }
+            for (reason, note) in &start.warnings {
+                event(ctx, obj, true, reason, op, note.clone()).await;
             }
             if !start.dropped_env.is_empty() {
                 let note = format!(

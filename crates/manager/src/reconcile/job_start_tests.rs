@@ -59,6 +59,7 @@ fn request(op: Op, remediation: bool) -> StartRequest {
         annotations: Default::default(),
         force_unlock: None,
         restore: None,
+        warnings: Vec::new(),
     }
 }
 

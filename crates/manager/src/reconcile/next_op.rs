@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use captf_api::names::{annotations, conditions, reasons};
+use captf_api::names::{annotations, conditions, events, reasons};
 use kube::ResourceExt;
 
 use super::common::{OpenPass, Rendered};
@@ -231,6 +231,7 @@ pub fn start_request<K: Workload>(
 ) -> Option<StartRequest> {
     let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.clone());
     let recorded = applied.or(attempt);
+    let mut warnings = Vec::new();
     let identity = p.shared.identity.as_ref();
     let (files, hash, image, tick, record) = match op {
         Op::Apply | Op::Plan => {
@@ -316,6 +317,14 @@ pub fn start_request<K: Workload>(
                 (None, Some(cur)) => (cur.files.clone(), cur.image.clone(), cur.hash.clone()),
                 (None, None) => return None,
             };
+            if let Some(state) = state_hash.as_ref().filter(|h| **h != rec_hash) {
+                warnings.push((
+                    events::DESTROY_INPUTS_MISMATCH,
+                    format!(
+                        "the state was applied from inputs {state}, the destroy renders inputs {rec_hash}: no record of the state's own inputs is left"
+                    ),
+                ));
+            }
             (
                 files,
                 state_hash.unwrap_or(rec_hash),
@@ -371,6 +380,7 @@ pub fn start_request<K: Workload>(
         annotations,
         force_unlock: None,
         restore: (op == Op::Restore).then(|| p.restore.clone()).flatten(),
+        warnings,
     })
 }
 
