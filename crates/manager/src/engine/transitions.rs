@@ -114,6 +114,13 @@ pub fn transition_events<'a>(
                 detail("the identity does not allow this object"),
             )),
             conditions::IDENTITY_ALLOWED => None,
+            conditions::AUTOSCALING_ACTIVE if c.reason == reasons::REPLICAS_MANAGED_EXTERNALLY => {
+                Some(event(
+                    events::REPLICAS_MANAGED_EXTERNALLY,
+                    true,
+                    detail("replicas are not written back"),
+                ))
+            }
             conditions::APPLY_JOB_SUCCEEDED
             | conditions::DRIFT_JOB_SUCCEEDED
             | conditions::RESTORE_JOB_SUCCEEDED => LEASE_WAITS
@@ -222,6 +229,13 @@ mod tests {
                 vec![c("IdentityAllowed", "True", "Allowed")],
                 vec![c("IdentityAllowed", "False", "NamespaceNotAllowed")],
                 vec![("IdentityNotAllowed", true)],
+            ),
+            // Another manager owns the MachinePool's replicas, from the
+            // first pass that sees it.
+            (
+                vec![],
+                vec![c("AutoscalingActive", "False", "ReplicasManagedExternally")],
+                vec![("ReplicasManagedExternally", true)],
             ),
             // Conditions no other event speaks for.
             (

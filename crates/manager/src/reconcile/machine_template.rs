@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use captf_api::names::conditions;
+use captf_api::names::{conditions, events};
 use captf_api::templates::TerraformMachineTemplate;
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -229,6 +229,7 @@ pub async fn reconcile(
         &Patch::Merge(&patch),
     )
     .await?;
+    announce(&ctx, &obj, &inspection, &r).await;
     let now = Instant::now();
     match (&inspection, r.retry) {
         (Err(_), true) => Ok(Action::requeue(ctx.inspections.failed(&uid, &what, now))),
@@ -244,6 +245,57 @@ pub async fn reconcile(
                 TemplateVariables::SourcePending(_) => Action::requeue(VARIABLES_SOURCE_REQUEUE),
                 _ => Action::await_change(),
             })
+        }
+    }
+}
+
+/// `ImageInspectFailed` on the first failure of a kind (the condition's
+/// reason changes into it), `CapacityResolved` when the capacity or the
+/// node info the template publishes changes.
+async fn announce<E: std::fmt::Display>(
+    ctx: &Context,
+    obj: &TerraformMachineTemplate,
+    inspection: &Result<impl Sized, E>,
+    r: &capacity::Resolution,
+) {
+    let before = obj
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == conditions::CAPACITY_RESOLVED));
+    let reason = r.capacity_resolved.reason;
+    match inspection {
+        Err(e) if before.is_none_or(|c| c.reason != reason) => {
+            let note = format!(
+                "image {} could not be inspected ({reason}): {e}",
+                obj.spec.template.spec.workspace.source.image
+            );
+            super::pass::event(
+                ctx,
+                obj,
+                true,
+                events::IMAGE_INSPECT_FAILED,
+                "Inspect",
+                note,
+            )
+            .await;
+        }
+        Err(_) => {}
+        Ok(_) => {
+            let status = obj.status.as_ref();
+            fn json(v: impl serde::Serialize) -> serde_json::Value {
+                serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+            }
+            let was = (
+                json(status.and_then(|s| s.capacity.as_ref())),
+                json(status.and_then(|s| s.node_info.as_ref())),
+            );
+            let now = (json(r.capacity.as_ref()), json(r.node_info.as_ref()));
+            if was != now {
+                let note = format!("capacity {} and node info {} ({reason})", now.0, now.1);
+                super::pass::event(ctx, obj, false, events::CAPACITY_RESOLVED, "Inspect", note)
+                    .await;
+            }
         }
     }
 }

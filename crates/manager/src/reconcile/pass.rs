@@ -109,7 +109,7 @@ pub async fn load_jobs<K: Workload>(ctx: &Context, obj: &K) -> Result<Loaded, Er
 }
 
 /// Emits an event on the object (failures are logged, never fatal).
-pub async fn event<K: Workload>(
+pub async fn event<K: Resource<DynamicType = ()>>(
     ctx: &Context,
     obj: &K,
     warning: bool,
