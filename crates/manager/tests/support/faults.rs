@@ -40,11 +40,21 @@ impl Rule {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+/// Something done once, right after a request of `method` whose path ends
+/// with `path_end` was answered and before the manager sees the answer:
+/// another actor's write landing in that exact window.
+pub struct Hook {
+    pub method: Method,
+    pub path_end: String,
+    pub action: BoxFuture<'static, ()>,
+}
+
+#[derive(Clone, Default)]
 pub struct Faults {
     rules: Arc<Mutex<Vec<Rule>>>,
     /// How many requests failed, per rule index.
     pub failed: Arc<Mutex<Vec<usize>>>,
+    hook: Arc<Mutex<Option<Hook>>>,
 }
 
 impl Faults {
@@ -53,7 +63,27 @@ impl Faults {
         Faults {
             rules: Arc::new(Mutex::new(rules)),
             failed: Arc::new(Mutex::new(vec![0; n])),
+            hook: Arc::default(),
         }
+    }
+
+    /// Arms `hook` (replacing one not yet run).
+    pub fn arm(&self, hook: Hook) {
+        *self.hook.lock().unwrap() = Some(hook);
+    }
+
+    /// Whether the armed hook has run.
+    pub fn hook_ran(&self) -> bool {
+        self.hook.lock().unwrap().is_none()
+    }
+
+    /// The armed hook's action when `req` is its request (it runs once).
+    fn take_hook(&self, method: &Method, path: &str) -> Option<BoxFuture<'static, ()>> {
+        let mut slot = self.hook.lock().unwrap();
+        let due = slot
+            .as_ref()
+            .is_some_and(|h| h.method == *method && path.ends_with(&h.path_end));
+        due.then(|| slot.take().expect("checked").action)
     }
 
     /// Whether `req` fails; arms rules waiting for it.
@@ -108,6 +138,7 @@ impl<S, B> Service<Request<B>> for FaultService<S>
 where
     S: Service<Request<B>> + Send,
     S::Future: Send + 'static,
+    S::Response: Send,
     S::Error: Into<BoxError>,
 {
     type Response = S::Response;
@@ -129,7 +160,14 @@ where
             let what = format!("{} {}", req.method(), req.uri().path());
             return Box::pin(async move { Err(format!("injected fault: {what}").into()) });
         }
+        let hook = self.faults.take_hook(req.method(), req.uri().path());
         let fut = self.inner.call(req);
-        Box::pin(async move { fut.await.map_err(Into::into) })
+        Box::pin(async move {
+            let answer = fut.await.map_err(Into::into);
+            if let Some(action) = hook {
+                action.await;
+            }
+            answer
+        })
     }
 }
