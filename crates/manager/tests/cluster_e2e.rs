@@ -328,16 +328,7 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
     })
     .await;
     // The approved apply said once which plan it carries out.
-    let approved: Vec<String> = ns
-        .api::<k8s_openapi::api::events::v1::Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("PlanApproved"))
-        .filter_map(|e| e.note)
-        .collect();
+    let approved = event_notes(&ns, "PlanApproved").await;
     assert_eq!(approved.len(), 1, "{approved:?}");
     assert!(
         approved[0].contains(&plan.spec.plan_hash) && approved[0].contains(&plan_name),

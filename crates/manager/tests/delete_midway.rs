@@ -22,31 +22,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::clusters::create_cluster_with_variables;
+use support::clusters::{SLOW_APPLY, condition, create_cluster_with_variables};
 use support::*;
-
-/// A module file that makes an apply adding a key to `noop_exports_extra`
-/// take 20 s.
-const SLOW: &str = r#"
-resource "terraform_data" "slow" {
-  for_each = var.noop_exports_extra
-  input    = each.value
-  provisioner "local-exec" {
-    command = "sleep 20"
-  }
-}
-"#;
-
-fn condition(tc: &TerraformCluster, type_: &str) -> Option<(String, String)> {
-    let c = tc
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)?;
-    Some((c.status.clone(), c.reason.clone()))
-}
 
 fn of_op<'a>(jobs: &'a [Job], op: &str) -> Vec<&'a Job> {
     jobs.iter().filter(|j| job_op(j) == op).collect()
@@ -63,7 +40,7 @@ async fn a_cluster_deleted_mid_apply_finishes_the_apply_then_destroys_its_inputs
     insert_module(
         env,
         &module,
-        module_image(tmp.path(), "cluster", "slow", &[("slow.tf", SLOW)]),
+        module_image(tmp.path(), "cluster", "slow", &[("slow.tf", SLOW_APPLY)]),
     );
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
@@ -76,7 +53,7 @@ async fn a_cluster_deleted_mid_apply_finishes_the_apply_then_destroys_its_inputs
         &ns,
         "prod",
         &module,
-        json!({"noop_exports_extra": {"zone": "a"}}),
+        json!({"noop_exports_extra": {"zone": "a"}, "noop_apply_seconds": 20}),
     )
     .await;
     let apply = eventually("the first apply running", 120, || async {

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use support::clusters::{create_cluster_with_variables, with_cluster_module};
+use support::clusters::{condition, create_cluster_with_variables, with_cluster_module, zone};
 use support::manager_process::ManagerProcess;
 use support::*;
 
@@ -206,29 +206,12 @@ impl Case {
     }
 }
 
-fn condition(tc: &TerraformCluster, type_: &str) -> Option<(String, String)> {
-    let c = tc
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)?;
-    Some((c.status.clone(), c.reason.clone()))
-}
-
 fn last_run(tc: &TerraformCluster) -> Option<String> {
     Some(tc.status.as_ref()?.workspace.last_run.as_ref()?.job.clone())
 }
 
 fn serial(tc: &TerraformCluster) -> Option<i64> {
     tc.status.as_ref()?.workspace.observed_state_serial
-}
-
-fn zone(tc: &TerraformCluster) -> Option<String> {
-    tc.status.as_ref()?.exports.as_ref()?["zone"]
-        .as_str()
-        .map(str::to_owned)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,17 +345,7 @@ async fn a_manager_killed_during_a_destroy() {
         .map(|n| (n, ()))
         .collect();
     assert!(left.is_empty(), "state Secrets left: {left:?}");
-    let destroyed: Vec<String> = case
-        .ns
-        .api::<k8s_openapi::api::events::v1::Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("Destroyed"))
-        .filter_map(|e| e.note)
-        .collect();
+    let destroyed = event_notes(&case.ns, "Destroyed").await;
     assert_eq!(destroyed.len(), 1, "{destroyed:?}");
     assert!(destroyed[0].contains(&job), "{}", destroyed[0]);
     case.nothing_held().await;

@@ -21,7 +21,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::clusters::{create_cluster, with_cluster_module};
+use support::clusters::{create_cluster, is_ready as ready, with_cluster_module};
 use support::faults::{Faults, Hook};
 use support::*;
 
@@ -30,13 +30,6 @@ fn applies(jobs: &[Job]) -> Vec<String> {
         .filter(|j| job_op(j) == "apply")
         .filter_map(|j| j.metadata.name.clone())
         .collect()
-}
-
-fn ready(tc: &TerraformCluster) -> bool {
-    tc.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

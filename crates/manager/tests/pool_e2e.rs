@@ -423,7 +423,7 @@ async fn an_exports_change_that_replaces_the_group_waits_for_its_approval_hash()
         .filter_map(|j| j.metadata.name.clone())
         .collect();
     assert_eq!(approved_jobs.len(), 1, "{approved_jobs:?}");
-    let notes = event_notes(&ns, "PlanApproved").await;
+    let notes = support::event_notes(&ns, "PlanApproved").await;
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
         notes[0].contains(&approved_jobs[0])
@@ -432,18 +432,6 @@ async fn an_exports_change_that_replaces_the_group_waits_for_its_approval_hash()
         "{}",
         notes[0]
     );
-}
-
-async fn event_notes(ns: &captf_testenv::TestNamespace, reason: &str) -> Vec<String> {
-    ns.api::<k8s_openapi::api::events::v1::Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter_map(|e| e.note)
-        .collect()
 }
 
 /// Creation and completion of each refresh Job seen, by name.

@@ -14,7 +14,6 @@ use captf_api::TerraformCluster;
 use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 use support::clusters::create_cluster;
@@ -122,17 +121,7 @@ async fn a_drift_check_whose_pinned_digest_is_gone_runs_on_the_recorded_tag() {
             || run.job == first.metadata.name.clone().unwrap(),
         "the stuck Job was deleted"
     );
-    let events = ns
-        .api::<Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    let notes: Vec<String> = events
-        .items
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some("ImagePullFallback"))
-        .filter_map(|e| e.note.clone())
-        .collect();
+    let notes = event_notes(&ns, "ImagePullFallback").await;
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
         notes[0].contains(&pinned) && notes[0].contains(&module),

@@ -17,42 +17,10 @@ use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::clusters::create_cluster_with_variables;
+use support::clusters::{SLOW_APPLY, create_cluster_with_variables, is_ready as ready, zone};
 use support::*;
-
-/// A module file that makes the apply take `noop_apply_seconds` while the
-/// state lock is held, whenever `noop_exports_extra` gains a key (a create:
-/// a cluster's guarded apply would block a replacement).
-const SLOW: &str = r#"
-variable "noop_apply_seconds" {
-  type    = number
-  default = 0
-}
-
-resource "terraform_data" "slow" {
-  for_each = var.noop_exports_extra
-  input    = each.value
-  provisioner "local-exec" {
-    command = "sleep ${var.noop_apply_seconds}"
-  }
-}
-"#;
-
-fn ready(tc: &TerraformCluster) -> bool {
-    tc.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn zone(tc: &TerraformCluster) -> Option<String> {
-    tc.status.as_ref()?.exports.as_ref()?["zone"]
-        .as_str()
-        .map(str::to_owned)
-}
 
 fn job_names(jobs: &[Job]) -> Vec<String> {
     jobs.iter()
@@ -71,7 +39,7 @@ async fn a_runner_killed_mid_apply_leaves_a_lock_its_next_job_releases() {
     insert_module(
         env,
         &module,
-        module_image(tmp.path(), "cluster", "slow", &[("slow.tf", SLOW)]),
+        module_image(tmp.path(), "cluster", "slow", &[("slow.tf", SLOW_APPLY)]),
     );
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
@@ -165,17 +133,7 @@ async fn a_runner_killed_mid_apply_leaves_a_lock_its_next_job_releases() {
         after.spec.and_then(|s| s.holder_identity).as_deref(),
         Some(lock_id.as_str())
     );
-    let events = ns
-        .api::<Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    let unlocked: Vec<String> = events
-        .items
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some("ForceUnlocked"))
-        .filter_map(|e| e.note.clone())
-        .collect();
+    let unlocked = event_notes(&ns, "ForceUnlocked").await;
     assert_eq!(unlocked.len(), 1, "{unlocked:?}");
     assert!(unlocked[0].contains(&lock_id), "{}", unlocked[0]);
 }

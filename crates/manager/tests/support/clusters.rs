@@ -64,3 +64,44 @@ pub async fn with_cluster_module(
     );
     install_runner_role(&ns.client()).await;
 }
+
+/// A module file for the noop cluster module: an apply that adds a key to
+/// `noop_exports_extra` takes `noop_apply_seconds` under the state lock (a
+/// create, which a cluster's guarded apply lets through).
+pub const SLOW_APPLY: &str = r#"
+variable "noop_apply_seconds" {
+  type    = number
+  default = 0
+}
+
+resource "terraform_data" "slow" {
+  for_each = var.noop_exports_extra
+  input    = each.value
+  provisioner "local-exec" {
+    command = "sleep ${var.noop_apply_seconds}"
+  }
+}
+"#;
+
+/// A condition's status and reason.
+pub fn condition(tc: &TerraformCluster, type_: &str) -> Option<(String, String)> {
+    let c = tc
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
+pub fn is_ready(tc: &TerraformCluster) -> bool {
+    condition(tc, "Ready").is_some_and(|(s, _)| s == "True")
+}
+
+/// `status.exports.zone`, which the noop module's `noop_exports_extra` sets.
+pub fn zone(tc: &TerraformCluster) -> Option<String> {
+    tc.status.as_ref()?.exports.as_ref()?["zone"]
+        .as_str()
+        .map(str::to_owned)
+}

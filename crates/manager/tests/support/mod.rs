@@ -234,3 +234,16 @@ pub async fn create_capi_cluster(
         .unwrap();
     cluster
 }
+
+/// The notes of the namespace's events of `reason`.
+pub async fn event_notes(ns: &captf_testenv::TestNamespace, reason: &str) -> Vec<String> {
+    ns.api::<k8s_openapi::api::events::v1::Event>()
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
+}
