@@ -318,13 +318,7 @@ pub async fn delete_if_stuck<K: Workload>(
     if !is_stuck(age, secret_exists, &phases) {
         return Ok(false);
     }
-    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-    match jobs.delete(&active.name, &DeleteParams::background()).await {
-        Ok(_) | Err(kube::Error::Api(_)) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
-    release(&ctx.client, &ns, &run_lease_name(&suffix), &active.name).await?;
+    withdraw_job(ctx, obj, &active.name).await?;
     event(
         ctx,
         obj,
@@ -338,6 +332,26 @@ pub async fn delete_if_stuck<K: Workload>(
     )
     .await;
     Ok(true)
+}
+
+/// Deletes a running Job the manager gives up on (it never started, or its
+/// image cannot be pulled) and gives back the leases its start took: the
+/// run lease, and a cluster's write lease.
+pub async fn withdraw_job<K: Workload>(ctx: &Context, obj: &K, job: &str) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    match jobs.delete(job, &DeleteParams::background()).await {
+        Ok(_) | Err(kube::Error::Api(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
+    release(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+    if K::KIND == crate::names::WorkloadKind::Cluster {
+        let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
+        let lease = crate::leases::cluster_lease_name(&ns, cluster);
+        release(&ctx.client, &ns, &lease, job).await?;
+    }
+    Ok(())
 }
 
 /// Writes the status, then marks the Jobs it accounted for as bookkept.

@@ -11,10 +11,9 @@
 use std::time::SystemTime;
 
 use captf_api::names::{events, reasons};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, ListParams};
 
 use super::common::OpenPass;
 use super::workload::Workload;
@@ -22,13 +21,10 @@ use super::{Context, Error};
 use crate::engine::decide::Op;
 use crate::engine::history::JobRecord;
 use crate::engine::job_conditions::ConditionValue;
-use crate::io::leases::release;
 use crate::io::records::add_unpullable;
 use crate::jobs::recovery::{
     PULL_FALLBACK_AFTER, PullFailure, job_images, pull_failure, pull_stuck,
 };
-use crate::leases::{cluster_lease_name, run_lease_name};
-use crate::names::{WorkloadKind, state_suffix};
 use crate::records::attempt_record_name;
 
 /// Checks the active Job; true when it was deleted for a fallback (the
@@ -87,23 +83,7 @@ pub async fn check<K: Workload>(
         );
         return Ok(false);
     };
-    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-    match jobs.delete(&active.name, &DeleteParams::background()).await {
-        Ok(_) | Err(kube::Error::Api(_)) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
-    release(&ctx.client, &ns, &run_lease_name(&suffix), &active.name).await?;
-    if K::KIND == WorkloadKind::Cluster {
-        let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
-        release(
-            &ctx.client,
-            &ns,
-            &cluster_lease_name(&ns, cluster),
-            &active.name,
-        )
-        .await?;
-    }
+    super::pass::withdraw_job(ctx, obj, &active.name).await?;
     super::pass::event(
         ctx,
         obj,
