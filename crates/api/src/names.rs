@@ -110,6 +110,9 @@ pub mod annotations {
     pub const STATE_BACKUP_SET: &str = "captf.io/state-backup-set";
     pub const STATE_BACKUP_CHUNK: &str = "captf.io/state-backup-chunk";
     pub const STATE_BACKUP_CHUNKS: &str = "captf.io/state-backup-chunks";
+    /// On an apply Job: the state lock Lease's resourceVersion when the Job
+    /// was created, or `absent` (lock evidence: an unchanged lock proves
+    /// the runtime never ran).
     pub const STATE_LOCK_VERSION: &str = "captf.io/state-lock-version";
     pub const LEASE_OP: &str = "captf.io/lease-op";
     pub const LEASE_ACQUIRED_AT: &str = "captf.io/lease-acquired-at";

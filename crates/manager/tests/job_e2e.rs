@@ -270,12 +270,16 @@ async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
     // Bookkeeping reads the same through its own path: the object's Jobs by
     // owner labels, the finished one's pod, the outcome and the result.
     let selector = jobs_selector(WorkloadKind::MachinePool, "pool-a");
+    let suffix =
+        captf_manager::names::state_suffix(WorkloadKind::MachinePool, &namespace, "pool-a");
     let listed = jobs
         .list(&ListParams::default().labels(&selector))
         .await
         .unwrap()
         .items;
-    let observed = observe_jobs(&listed, &client, &namespace).await.unwrap();
+    let observed = observe_jobs(&listed, &client, &namespace, &suffix)
+        .await
+        .unwrap();
     assert_eq!(observed.len(), 1);
     assert_eq!(
         (observed[0].record.op, observed[0].record.outcome),
@@ -293,7 +297,9 @@ async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
         .await
         .unwrap()
         .items;
-    let observed = observe_jobs(&again, &client, &namespace).await.unwrap();
+    let observed = observe_jobs(&again, &client, &namespace, &suffix)
+        .await
+        .unwrap();
     assert_eq!(observed[0].record.outcome, Outcome::Succeeded);
     assert!(
         observed[0].result.is_none(),

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use crate::engine::history::Outcome;
-use crate::jobs::observe::{ObservedJob, job_finished, observe};
+use crate::jobs::observe::{ObservedJob, job_finished, needs_lock_evidence, observe};
 use crate::names::{WorkloadKind, name_label};
 
 /// The label selector of an object's Jobs.
@@ -46,16 +46,20 @@ fn bookkept(job: &Job) -> bool {
         .is_some_and(|a| a.contains_key(annotations::BOOKKEPT))
 }
 
-/// Observes every Job of the object; pods are read only for finished Jobs
-/// not bookkept yet (a bookkept Job costs no API call).
+/// Observes every Job of the object (its state under `state_suffix`); pods
+/// are read only for finished Jobs not bookkept yet (a bookkept Job costs no
+/// API call), and the state lock only for a failed apply that left neither
+/// pod nor result (lock evidence, `internals.md` §1.17).
 pub async fn observe_jobs(
     jobs: &[Job],
     client: &kube::Client,
     namespace: &str,
+    state_suffix: &str,
 ) -> Result<Vec<ObservedJob>, kube::Error> {
     let mut out = Vec::new();
     for job in jobs {
-        let pod = if job_finished(job) && !bookkept(job) {
+        let fresh = job_finished(job) && !bookkept(job);
+        let pod = if fresh {
             newest_pod(
                 client,
                 namespace,
@@ -65,7 +69,15 @@ pub async fn observe_jobs(
         } else {
             None
         };
-        out.extend(observe(job, pod.as_ref()));
+        let Some(mut o) = observe(job, pod.as_ref()) else {
+            continue;
+        };
+        if let Some(created_with) = needs_lock_evidence(&o, job).filter(|_| fresh) {
+            // A failed read proves nothing: the doubt stays.
+            let now = crate::io::locks::lock_version(client, namespace, state_suffix).await;
+            o.lock_untouched = now.is_ok_and(|v| v == created_with);
+        }
+        out.push(o);
     }
     Ok(out)
 }

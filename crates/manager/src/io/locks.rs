@@ -11,6 +11,37 @@ use crate::names::{WorkloadKind, state_lock_lease};
 /// The annotation the backend keeps the lock's details in.
 pub const LOCK_INFO: &str = "app.terraform.io/lock-info";
 
+/// The lock version of a state that has no lock Lease yet.
+pub const LOCK_ABSENT: &str = "absent";
+
+/// The state lock as one read saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateLock {
+    pub verdict: LockVerdict,
+    /// The lock Lease's resourceVersion, or [`LOCK_ABSENT`]: recorded on an
+    /// apply Job as lock evidence.
+    pub version: String,
+}
+
+/// The lock version of a Lease (or of none).
+fn version_of(lease: Option<&Lease>) -> String {
+    lease
+        .and_then(|l| l.metadata.resource_version.clone())
+        .unwrap_or_else(|| LOCK_ABSENT.to_owned())
+}
+
+/// The state lock's version now (one GET of the lock Lease).
+pub async fn lock_version(
+    client: &kube::Client,
+    namespace: &str,
+    suffix: &str,
+) -> Result<String, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    Ok(version_of(
+        leases.get_opt(&state_lock_lease(suffix)).await?.as_ref(),
+    ))
+}
+
 /// How the state lock of `object` reads now: one GET of the lock Lease, and
 /// one of its holder's pod only when the holder is one of the object's own
 /// pods (a terminating pod counts as alive).
@@ -20,11 +51,15 @@ pub async fn read_state_lock(
     suffix: &str,
     kind: WorkloadKind,
     object: &str,
-) -> Result<LockVerdict, kube::Error> {
+) -> Result<StateLock, kube::Error> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let Some(lease) = leases.get_opt(&state_lock_lease(suffix)).await? else {
-        return Ok(LockVerdict::Unlocked);
+        return Ok(StateLock {
+            verdict: LockVerdict::Unlocked,
+            version: LOCK_ABSENT.to_owned(),
+        });
     };
+    let version = version_of(Some(&lease));
     let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
     let info = lease
         .metadata
@@ -47,11 +82,6 @@ pub async fn read_state_lock(
             !matches!(phase, Some("Succeeded" | "Failed"))
         });
     }
-    Ok(lock_verdict(
-        holder.as_deref(),
-        info.as_deref(),
-        kind,
-        object,
-        |_| alive,
-    ))
+    let verdict = lock_verdict(holder.as_deref(), info.as_deref(), kind, object, |_| alive);
+    Ok(StateLock { verdict, version })
 }

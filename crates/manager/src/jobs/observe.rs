@@ -124,23 +124,56 @@ pub struct ObservedJob {
     pub pod_seen: bool,
     /// Its runner started (the `source` container ran).
     pub runner_started: bool,
+    /// Lock evidence (a failed apply with neither pod nor result): the state
+    /// lock Lease is as it was when the Job was created, so the runtime
+    /// never locked the state and never ran. Set by the caller that read
+    /// the Lease (see [`needs_lock_evidence`]).
+    pub lock_untouched: bool,
+}
+
+/// The lock version an observed Job was created with, when only lock
+/// evidence can tell whether it ran: a failed apply with no pod and no
+/// result that recorded the version.
+pub fn needs_lock_evidence<'a>(o: &ObservedJob, job: &'a Job) -> Option<&'a str> {
+    let failed = matches!(
+        o.record.outcome,
+        Outcome::Failed | Outcome::DeadlineExceeded | Outcome::Interrupted
+    );
+    if o.record.op != Op::Apply || !failed || o.pod_seen || o.result.is_some() {
+        return None;
+    }
+    job.metadata
+        .annotations
+        .as_ref()?
+        .get(annotations::STATE_LOCK_VERSION)
+        .map(String::as_str)
 }
 
 impl ObservedJob {
     /// An apply that failed without telling what it did: no readable result
     /// although its runner started, or its pod is gone (an OOM kill, a lost
-    /// node). It may have changed infrastructure that no state records. An
-    /// apply whose image never pulled ran nothing.
+    /// node) and the state lock changed since the Job was created; or one
+    /// that failed in its apply step, where the runtime may have created
+    /// resources before it could save them. It may have changed
+    /// infrastructure that no state records (the object is held only when
+    /// no state exists). An apply whose image never pulled, or whose lock
+    /// was never touched, ran nothing.
     pub fn outcome_unknown(&self) -> bool {
         let failed = matches!(
             self.record.outcome,
             Outcome::Failed | Outcome::DeadlineExceeded | Outcome::Interrupted
         );
-        self.record.op == Op::Apply
-            && failed
-            && self.result.is_none()
-            && !self.image_pull_failed
-            && (self.runner_started || !self.pod_seen)
+        if self.record.op != Op::Apply || !failed {
+            return false;
+        }
+        let Some(result) = &self.result else {
+            return !self.image_pull_failed
+                && (self.runner_started || (!self.pod_seen && !self.lock_untouched));
+        };
+        result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.step.as_deref() == Some("apply"))
     }
 }
 
@@ -234,6 +267,7 @@ pub fn observe(job: &Job, pod: Option<&Pod>) -> Option<ObservedJob> {
         image_id: pod.and_then(source_image_id),
         pod_seen: pod.is_some(),
         runner_started: pod.is_some_and(runner_started),
+        lock_untouched: false,
     })
 }
 
@@ -412,6 +446,12 @@ mod tests {
         let killed = pod(None, None); // terminated, no message: no result
         let reported = pod(Some(&result(None)), None);
         let pulling = pod(None, Some("ErrImagePull"));
+        let step_failed = |step: &str| {
+            let doc = json!({"version": 1, "op": "apply", "steps": [],
+                "error": {"kind": "step", "step": step, "tail": ""}});
+            pod(Some(&doc.to_string()), None)
+        };
+        let (in_apply, in_plan) = (step_failed("apply"), step_failed("plan"));
         let cases = [
             // (op, conditions, pod, unknown)
             ("apply", failed("BackoffLimitExceeded"), Some(&killed), true),
@@ -427,6 +467,26 @@ mod tests {
             ),
             // The image never pulled: the runner never ran.
             ("apply", failed("DeadlineExceeded"), Some(&pulling), false),
+            // The apply step failed: it may have created what it could not
+            // save (held only when no state exists). A plan step did not.
+            (
+                "apply",
+                failed("BackoffLimitExceeded"),
+                Some(&in_apply),
+                true,
+            ),
+            (
+                "apply",
+                failed("BackoffLimitExceeded"),
+                Some(&in_plan),
+                false,
+            ),
+            (
+                "refresh",
+                failed("BackoffLimitExceeded"),
+                Some(&in_apply),
+                false,
+            ),
             ("apply", complete(), Some(&reported), false),
             // Only an apply changes infrastructure it may not record.
             (
@@ -446,5 +506,49 @@ mod tests {
             let o = observe(&job(op, conditions.clone(), json!({})), pod).unwrap();
             assert_eq!(o.outcome_unknown(), want, "{op} {conditions} {pod:?}");
         }
+    }
+
+    #[test]
+    fn lock_evidence_is_asked_for_failed_applies_with_neither_pod_nor_result() {
+        let recorded = json!({"captf.io/state-lock-version": "absent"});
+        let killed = pod(None, None);
+        let cases = [
+            // (op, conditions, annotations, pod, asked)
+            ("apply", failed("DeadlineExceeded"), &recorded, None, true),
+            // Started before the version was recorded: nothing to compare.
+            ("apply", failed("DeadlineExceeded"), &json!({}), None, false),
+            // A pod was read: it tells whether the runner started.
+            (
+                "apply",
+                failed("DeadlineExceeded"),
+                &recorded,
+                Some(&killed),
+                false,
+            ),
+            ("apply", complete(), &recorded, None, false),
+            (
+                "refresh",
+                failed("DeadlineExceeded"),
+                &recorded,
+                None,
+                false,
+            ),
+        ];
+        for (op, conditions, ann, pod, asked) in cases {
+            let j = job(op, conditions.clone(), ann.clone());
+            let o = observe(&j, pod).unwrap();
+            assert_eq!(
+                needs_lock_evidence(&o, &j),
+                asked.then_some("absent"),
+                "{op} {conditions} {ann} {pod:?}"
+            );
+        }
+        // An untouched lock clears the doubt; a changed one (the default,
+        // also for a failed read) keeps it.
+        let j = job("apply", failed("DeadlineExceeded"), recorded.clone());
+        let mut o = observe(&j, None).unwrap();
+        assert!(o.outcome_unknown());
+        o.lock_untouched = true;
+        assert!(!o.outcome_unknown());
     }
 }

@@ -153,6 +153,9 @@ pub struct Bookkept {
     /// Finished Jobs read for the first time, oldest first.
     pub newly: Vec<ObservedJob>,
     pub active: Option<JobRecord>,
+    /// This pass gave the run lease back itself (its finished Job held it):
+    /// the lease is known free, with no read to ask again.
+    pub run_lease_released: bool,
 }
 
 fn finished_run(o: &ObservedJob) -> FinishedRun<'_> {
@@ -468,6 +471,7 @@ pub fn plan_bookkeeping(
             marks,
             newly,
             active: history::active(&records).cloned(),
+            run_lease_released: false,
         },
         effects,
     }
@@ -551,11 +555,13 @@ fn restore_bookkeeping(
 
 /// Applies the bookkeeping writes in the order planned (a write that finds
 /// its object gone is done).
+/// Returns whether it gave the run lease back (deleted it for its holder).
 pub async fn execute_bookkeeping<K: Workload>(
     ctx: &Context,
     obj: &K,
     effects: &[BookkeepingEffect],
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
+    let mut run_lease_released = false;
     let ns = obj.namespace().unwrap_or_default();
     let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
     let gone_is_done = |r: Result<(), kube::Error>| match r {
@@ -615,7 +621,8 @@ pub async fn execute_bookkeeping<K: Workload>(
                 gone_is_done(r.map(drop))?
             }
             BookkeepingEffect::ReleaseRunLease { job } => {
-                release(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+                run_lease_released =
+                    release(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
                 if K::KIND == crate::names::WorkloadKind::Cluster {
                     // The cluster write lease its apply, destroy or restore took.
                     let cluster =
@@ -646,7 +653,7 @@ pub async fn execute_bookkeeping<K: Workload>(
             }
         }
     }
-    Ok(())
+    Ok(run_lease_released)
 }
 
 /// Bookkeeping of every finished Job not yet bookkept: the plan, then its
@@ -658,8 +665,8 @@ pub async fn bookkeep<K: Workload>(
     draft: &mut Draft,
     policy: &BookkeepingPolicy,
 ) -> Result<Bookkept, Error> {
-    let plan = plan_bookkeeping(loaded, draft, policy);
-    execute_bookkeeping(ctx, obj, &plan.effects).await?;
+    let mut plan = plan_bookkeeping(loaded, draft, policy);
+    plan.booked.run_lease_released = execute_bookkeeping(ctx, obj, &plan.effects).await?;
     Ok(plan.booked)
 }
 

@@ -46,6 +46,7 @@ fn job(name: &str, op: Op, outcome: Outcome, t: u64, ann: Value) -> (Job, Observ
         image_id: Some("registry.example/m@sha256:abc".into()),
         pod_seen: true,
         runner_started: true,
+        lock_untouched: false,
     };
     (job, observed)
 }

@@ -267,7 +267,7 @@ pub async fn read_stored<K: Workload>(
         .condition(conditions::STATE_READABLE)
         .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
     let readable = if was_locked && readable.status == "True" {
-        locked_by_other(obj, &read_lock(ctx, obj).await?).unwrap_or(readable)
+        locked_by_other(obj, &read_lock(ctx, obj).await?.verdict).unwrap_or(readable)
     } else {
         readable
     };
@@ -312,7 +312,7 @@ pub async fn read_stored<K: Workload>(
 pub(super) async fn read_lock<K: Workload>(
     ctx: &Context,
     obj: &K,
-) -> Result<crate::leases::LockVerdict, Error> {
+) -> Result<crate::io::locks::StateLock, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let suffix = crate::names::state_suffix(K::KIND, &ns, &name);
@@ -602,6 +602,12 @@ pub async fn open<K: Workload>(
             return Ok(Opening::Done(Action::requeue(Duration::from_millis(100))));
         }
         Preamble::DropFinalizer => {
+            // Nothing to clean up, unless a start racing this pass holds
+            // the run lease: its Job would outlive the object.
+            if let Some(job) = pass::run_lease_holder(ctx, obj).await? {
+                tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), job = %job, "the run lease is held; the finalizer stays");
+                return Ok(Opening::Done(Action::requeue(pass::START_DEFERRED_REQUEUE)));
+            }
             super::cleanup::cleanup(ctx, obj).await?;
             pass::remove_finalizer(ctx, obj).await?;
             return Ok(Opening::Done(Action::await_change()));

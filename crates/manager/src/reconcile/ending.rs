@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use captf_api::names::{conditions, events, reasons};
+use captf_api::names::{annotations, conditions, events, reasons};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
@@ -28,6 +28,28 @@ fn provisioned_in(draft: &Draft, obj_provisioned: bool) -> bool {
         .unwrap_or(obj_provisioned)
 }
 
+/// How soon a pass that found the run lease held by a Job it did not list
+/// looks again.
+const RACE_REQUEUE: Duration = pass::START_DEFERRED_REQUEUE;
+
+/// The Job holding the run lease although the pass listed none running (see
+/// `pass::run_lease_holder`); no read when this pass gave the lease back
+/// itself.
+async fn racing_holder<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &OpenPass,
+) -> Result<Option<String>, Error> {
+    if p.booked.run_lease_released {
+        return Ok(None);
+    }
+    let holder = pass::run_lease_holder(ctx, obj).await?;
+    if let Some(job) = &holder {
+        tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), job = %job, "the run lease is held by a Job this pass did not list; block-move and the finalizer stay");
+    }
+    Ok(holder)
+}
+
 /// Ends a pass that starts nothing: Ready, the patch, the marks.
 pub async fn close<K: Workload>(
     ctx: &Context,
@@ -39,9 +61,14 @@ pub async fn close<K: Workload>(
         (Some(r), Some(retry)) => Some(r.min(retry)),
         (r, retry) => r.or(retry),
     };
-    if p.active.is_none() {
-        // No Job runs: block-move goes.
-        pass::set_block_move(ctx, obj, &mut p.block_move, false).await?;
+    let mut requeue = requeue;
+    if p.active.is_none() && p.block_move {
+        // No Job runs: block-move goes, unless a start racing this pass
+        // holds the run lease (its Job is about to exist).
+        match racing_holder(ctx, obj, p).await? {
+            Some(_) => requeue = Some(requeue.map_or(RACE_REQUEUE, |r| r.min(RACE_REQUEUE))),
+            None => pass::set_block_move(ctx, obj, &mut p.block_move, false).await?,
+        }
     }
     let provisioned = provisioned_in(&p.draft, obj.provisioned());
     let pool = p.pool();
@@ -155,7 +182,15 @@ pub async fn start_job<K: Workload>(
     }
     let mut req = req;
     match stale_lock(ctx, obj, &mut p.draft).await {
-        Ok(id) => req.force_unlock = id,
+        Ok((id, version)) => {
+            req.force_unlock = id;
+            if op == Op::Apply {
+                // Lock evidence: if this apply fails with neither a pod nor a
+                // result, an unchanged lock proves its runtime never ran.
+                req.annotations
+                    .insert(annotations::STATE_LOCK_VERSION.to_owned(), version);
+            }
+        }
         Err(e) => {
             ctx.slots.release(&super::slots::object_key(obj));
             return Err(e);
@@ -249,20 +284,21 @@ pub async fn start_job<K: Workload>(
 /// held by anyone else is never touched: `StateReadable=False/StateLocked`
 /// says who holds it, and the Job waits for it up to its lock timeout. One
 /// GET of the lock Lease per start (and of its holder's pod only when that
-/// is ours).
+/// is ours); the Lease's version comes with it, for lock evidence.
 async fn stale_lock<K: Workload>(
     ctx: &Context,
     obj: &K,
     draft: &mut super::status::Draft,
-) -> Result<Option<String>, Error> {
-    let verdict = super::common::read_lock(ctx, obj).await?;
-    if let Some(v) = super::common::locked_by_other(obj, &verdict) {
+) -> Result<(Option<String>, String), Error> {
+    let lock = super::common::read_lock(ctx, obj).await?;
+    if let Some(v) = super::common::locked_by_other(obj, &lock.verdict) {
         report_locked(ctx, obj, draft, &v).await;
     }
-    Ok(match verdict {
+    let id = match lock.verdict {
         crate::leases::LockVerdict::Stale { id } => Some(id),
         _ => None,
-    })
+    };
+    Ok((id, lock.version))
 }
 
 /// Sets `StateReadable=False/StateLocked`; the event and the metric go once
@@ -296,6 +332,9 @@ pub async fn retain_and_release<K: Workload>(
     obj: &K,
     p: &mut OpenPass,
 ) -> Result<Action, Error> {
+    if racing_holder(ctx, obj, p).await?.is_some() {
+        return close(ctx, obj, p, Some(RACE_REQUEUE)).await;
+    }
     pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
     let kept = super::retain::retain(ctx, obj).await?;
     let ns = obj.namespace().unwrap_or_default();
@@ -326,6 +365,9 @@ pub async fn release_after_destroy<K: Workload>(
 ) -> Result<Action, Error> {
     if !p.deleting() {
         return close(ctx, obj, p, None).await;
+    }
+    if racing_holder(ctx, obj, p).await?.is_some() {
+        return close(ctx, obj, p, Some(RACE_REQUEUE)).await;
     }
     // The status goes first so the bookkept marks land; the object may be
     // gone right after the finalizer.

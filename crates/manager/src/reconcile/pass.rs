@@ -104,7 +104,8 @@ pub async fn load_jobs<K: Workload>(ctx: &Context, obj: &K) -> Result<Loaded, Er
                 .any(|r| r.controller == Some(true) && r.uid == uid)
         })
         .collect();
-    let observed = observe_jobs(&jobs, &ctx.client, &ns).await?;
+    let suffix = crate::names::state_suffix(K::KIND, &ns, &obj.name_any());
+    let observed = observe_jobs(&jobs, &ctx.client, &ns, &suffix).await?;
     Ok(Loaded { jobs, observed })
 }
 
@@ -352,6 +353,22 @@ pub async fn withdraw_job<K: Workload>(ctx: &Context, obj: &K, job: &str) -> Res
         release(&ctx.client, &ns, &lease, job).await?;
     }
     Ok(())
+}
+
+/// The live Job holding the object's run lease, if any: one GET of the
+/// lease, and one of its holder Job while it is held. Asked before what a
+/// running Job makes unsafe (dropping the finalizer, clearing block-move):
+/// the pass lists Jobs live, but a start racing it (another manager's, on a
+/// stale cache) holds the lease before its Job exists (`internals.md`
+/// §1.19).
+pub async fn run_lease_holder<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+) -> Result<Option<String>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = run_lease_name(&state_suffix(K::KIND, &ns, &obj.name_any()));
+    let now = std::time::SystemTime::now();
+    Ok(crate::io::leases::live_holder(&ctx.client, &ns, &name, now).await?)
 }
 
 /// Writes the status, then marks the Jobs it accounted for as bookkept.

@@ -21,6 +21,21 @@ pub async fn create_cluster_with_variables(
     image: &str,
     variables: serde_json::Value,
 ) {
+    let spec = if variables.is_null() {
+        json!({})
+    } else {
+        json!({ "variables": variables })
+    };
+    create_cluster_with_spec(ns, name, image, spec).await;
+}
+
+/// [`create_cluster`] with more `spec` fields (merged over the defaults).
+pub async fn create_cluster_with_spec(
+    ns: &TestNamespace,
+    name: &str,
+    image: &str,
+    extra: serde_json::Value,
+) {
     create_capi_cluster(ns, name).await;
     let creds: Secret = serde_json::from_value(json!({
         "metadata": {"name": format!("{name}-creds")}, "stringData": {"token": "x"},
@@ -37,8 +52,8 @@ pub async fn create_cluster_with_variables(
                  "identityRef": {"kind": "Secret", "name": format!("{name}-creds")},
                  "drift": {"intervalSeconds": 0}},
     });
-    if !variables.is_null() {
-        tc["spec"]["variables"] = variables;
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        tc["spec"][key] = value.clone();
     }
     let tc: TerraformCluster = serde_json::from_value(tc).unwrap();
     ns.api::<TerraformCluster>()
