@@ -640,8 +640,10 @@ pub async fn open<K: Workload>(
     }
     let mut credentials_secret = None;
     let mut credentials = None;
-    // A deletion under Retain runs no Job: it needs no credentials.
-    let runs_no_job = paused || (deleting && shared.retain);
+    // A deletion under Retain, or of an object with nothing to destroy,
+    // runs no Job: it needs no credentials (a missing identity must not
+    // keep such an object forever).
+    let runs_no_job = paused || (deleting && (shared.retain || nothing_to_clean_up));
     if !runs_no_job {
         // Credentials and the runner's RBAC, every pass for a live object.
         match super::credentials::check(ctx, obj, shared.identity.as_ref(), &mut draft).await? {
