@@ -248,13 +248,20 @@ pub async fn read_stored<K: Workload>(
         }
         unconfirmed = None;
     }
-    let held = matches!(read, Err(StateError::NotFound)) && !ever_applied;
+    // The backend writes an empty state at `init`: one that records
+    // nothing holds no more than none.
+    let no_record = match &read {
+        Err(StateError::NotFound) => true,
+        Ok(s) => s.records_nothing(),
+        Err(_) => false,
+    };
+    let held = no_record && !ever_applied;
     let readable = match &unconfirmed {
         Some(job) if held => ConditionValue {
             status: "False",
             reason: reasons::APPLY_OUTCOME_UNKNOWN,
             message: format!(
-                "apply Job {job} ended without a result or disappeared, and no state exists: it may have created resources nothing records. \
+                "apply Job {job} ended without a result, failed in its apply step, or disappeared, and no state records anything: it may have created resources nothing records. \
                  Check the infrastructure, then set {}={job} (or restore a backup, or delete with deletionPolicy Retain)",
                 annotations::CONFIRM_NO_RESOURCES
             ),

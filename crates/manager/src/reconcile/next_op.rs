@@ -103,9 +103,11 @@ pub fn decide_op<K: Workload>(
     }
     let ever_applied = provisioned || last_success(&records, Op::Apply).is_some();
     let state = match read {
+        // The empty state the backend writes at `init` records nothing an
+        // apply of unknown outcome did: held as if there were none.
         Ok(s) => StateView {
             exists: true,
-            held: false,
+            held: s.records_nothing() && !ever_applied && p.unconfirmed_apply.is_some(),
             inputs_hash: s.inputs_hash.clone(),
         },
         // No state after an apply of unknown outcome: held like a lost

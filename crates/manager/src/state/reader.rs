@@ -47,6 +47,14 @@ pub struct StateSummary {
     pub inputs_hash: Option<String>,
 }
 
+impl StateSummary {
+    /// No managed resource and no output: what the backend writes when it
+    /// first creates a workspace (at `init`), before any apply saved one.
+    pub fn records_nothing(&self) -> bool {
+        self.managed_resources == 0 && self.outputs.is_empty()
+    }
+}
+
 /// Why a state cannot be used. Messages never include state content.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {

@@ -1,0 +1,142 @@
+//! An apply that failed in its apply step with no state saved
+//! (`internals.md` §4 scenario 16). While the first apply's apply step
+//! runs (it holds the state lock and sleeps in a provisioner), the
+//! runner's role loses `update` on Secrets, as when the apiserver refuses
+//! the state write: `init` had created the backend's empty state, the apply
+//! step creates the module's resources, and saving them fails. The runner reports a
+//! failure in step `apply`; the state records nothing. The object is held
+//! with `StateReadable=False/ApplyOutcomeUnknown` naming the Job: no second
+//! apply (which would create everything again), and its deletion keeps the
+//! finalizer. The operator's confirmation releases it: the apply runs
+//! again (the role whole by then) and the object becomes Ready; deleted, it
+//! goes. Controllers in this process, the real control plane, Cluster API's
+//! controllers, the local executor, the real runner and OpenTofu.
+
+mod support;
+
+use captf_api::TerraformCluster;
+use captf_manager::names::{WorkloadKind, state_lock_lease, state_suffix};
+use captf_testenv::{TestEnv, TestNamespace, eventually};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+use support::clusters::{SLOW_APPLY, condition, create_cluster_with_variables};
+use support::*;
+
+async fn applies(ns: &TestNamespace) -> Vec<String> {
+    ns.api::<Job>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|j| job_op(j) == "apply")
+        .filter_map(|j| j.metadata.name.clone())
+        .collect()
+}
+
+/// The runner ClusterRole without `update` on Secrets.
+async fn refuse_state_writes(client: &kube::Client) {
+    let mut role = captf_manager::rbac::runner_cluster_role();
+    for rule in role.rules.iter_mut().flatten() {
+        if rule.resources.iter().flatten().any(|r| r == "secrets") {
+            rule.verbs.retain(|v| v != "update" && v != "patch");
+        }
+    }
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    roles
+        .patch(
+            captf_manager::rbac::RUNNER,
+            &PatchParams::apply("captf-e2e").force(),
+            &Patch::Apply(role),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_step_that_saved_no_state_holds_until_the_operator_confirms() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    let module = module_ref("cluster", ns.name());
+    insert_module(
+        env,
+        &module,
+        module_image(tmp.path(), "cluster", "slow", &[("slow.tf", SLOW_APPLY)]),
+    );
+    install_runner_role(&ns.client()).await;
+    let _manager = start_manager(ns.client(), ns.name());
+    let tcs = ns.api::<TerraformCluster>();
+    let variables = json!({"noop_apply_seconds": 15, "noop_exports_extra": {"zone": "a"}});
+    create_cluster_with_variables(&ns, "prod", &module, variables).await;
+
+    // The apply step holds the lock and sleeps: the state write at its end
+    // is refused from now on.
+    let lock = state_lock_lease(&state_suffix(WorkloadKind::Cluster, ns.name(), "prod"));
+    eventually("the apply step holding the lock", 120, || async {
+        let lease = ns.api::<Lease>().get_opt(&lock).await.ok()??;
+        let info = lease
+            .metadata
+            .annotations?
+            .get("app.terraform.io/lock-info")?
+            .clone();
+        info.contains("OperationTypeApply").then_some(())
+    })
+    .await;
+    refuse_state_writes(&ns.client()).await;
+
+    let held = eventually("prod held with ApplyOutcomeUnknown", 240, || async {
+        let tc = tcs.get("prod").await.ok()?;
+        (condition(&tc, "StateReadable") == Some(("False".into(), "ApplyOutcomeUnknown".into())))
+            .then_some(tc)
+    })
+    .await;
+    let first = applies(&ns).await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    let readable = held
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "StateReadable").cloned())
+        .unwrap();
+    assert!(readable.message.contains(&first[0]), "{}", readable.message);
+    let last_run = held.status.as_ref().unwrap().workspace.last_run.clone();
+    let failed_step = last_run
+        .and_then(|r| r.error)
+        .and_then(|e| e.step)
+        .unwrap_or_default();
+    assert_eq!(failed_step, "apply", "the runner reports the failed step");
+
+    // The role is whole again; the hold alone keeps the apply from running,
+    // and a deletion keeps the finalizer.
+    install_runner_role(&ns.client()).await;
+    tcs.delete("prod", &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    let tc = tcs.get("prod").await.expect("held: the finalizer stays");
+    assert!(!tc.finalizers().is_empty());
+    assert_eq!(applies(&ns).await, first, "no second apply while held");
+
+    // Confirmed: the hold ends; with nothing recorded, the deletion's
+    // destroy finds nothing and the object goes.
+    tcs.patch(
+        "prod",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {
+            "captf.io/confirm-no-resources": first[0]}}})),
+    )
+    .await
+    .unwrap();
+    eventually("prod gone after the confirmation", 240, || async {
+        tcs.get_opt("prod")
+            .await
+            .ok()
+            .and_then(|o| o.is_none().then_some(()))
+    })
+    .await;
+}
