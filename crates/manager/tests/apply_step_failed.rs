@@ -23,7 +23,7 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::clusters::{SLOW_APPLY, condition, create_cluster_with_variables};
+use support::clusters::{condition, create_cluster_with_variables, with_slow_cluster_module};
 use support::*;
 
 async fn applies(ns: &TestNamespace) -> Vec<String> {
@@ -62,15 +62,7 @@ async fn an_apply_step_that_saved_no_state_holds_until_the_operator_confirms() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
-    let module = module_ref("cluster", ns.name());
-    insert_module(
-        env,
-        &module,
-        module_image(tmp.path(), "cluster", "slow", &[("slow.tf", SLOW_APPLY)]),
-    );
-    install_runner_role(&ns.client()).await;
+    let module = with_slow_cluster_module(env, &ns, tmp.path()).await;
     let _manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
     let variables = json!({"noop_apply_seconds": 15, "noop_exports_extra": {"zone": "a"}});

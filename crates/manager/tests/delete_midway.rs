@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::clusters::{SLOW_APPLY, condition, create_cluster_with_variables};
+use support::clusters::{condition, create_cluster_with_variables, with_slow_cluster_module};
 use support::*;
 
 fn of_op<'a>(jobs: &'a [Job], op: &str) -> Vec<&'a Job> {
@@ -34,15 +34,7 @@ async fn a_cluster_deleted_mid_apply_finishes_the_apply_then_destroys_its_inputs
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
-    let module = module_ref("cluster", ns.name());
-    insert_module(
-        env,
-        &module,
-        module_image(tmp.path(), "cluster", "slow", &[("slow.tf", SLOW_APPLY)]),
-    );
-    install_runner_role(&ns.client()).await;
+    let module = with_slow_cluster_module(env, &ns, tmp.path()).await;
     let _manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
     let jobs = ns.api::<Job>();

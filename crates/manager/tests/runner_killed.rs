@@ -19,7 +19,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::clusters::{SLOW_APPLY, create_cluster_with_variables, is_ready as ready, zone};
+use support::clusters::{
+    create_cluster_with_variables, is_ready as ready, with_slow_cluster_module, zone,
+};
 use support::*;
 
 fn job_names(jobs: &[Job]) -> Vec<String> {
@@ -33,15 +35,7 @@ async fn a_runner_killed_mid_apply_leaves_a_lock_its_next_job_releases() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
-    let module = module_ref("cluster", ns.name());
-    insert_module(
-        env,
-        &module,
-        module_image(tmp.path(), "cluster", "slow", &[("slow.tf", SLOW_APPLY)]),
-    );
-    install_runner_role(&ns.client()).await;
+    let module = with_slow_cluster_module(env, &ns, tmp.path()).await;
     let _manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
     let jobs = ns.api::<Job>();

@@ -80,6 +80,26 @@ pub async fn with_cluster_module(
     install_runner_role(&ns.client()).await;
 }
 
+/// [`with_cluster_module`] with [`SLOW_APPLY`] in the module (tag `slow`):
+/// an apply can be caught in its apply step. Returns the module reference.
+pub async fn with_slow_cluster_module(
+    env: &'static captf_testenv::TestEnv,
+    ns: &TestNamespace,
+    tmp: &std::path::Path,
+) -> String {
+    use super::*;
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp));
+    let module = module_ref("cluster", ns.name());
+    insert_module(
+        env,
+        &module,
+        module_image(tmp, "cluster", "slow", &[("slow.tf", SLOW_APPLY)]),
+    );
+    install_runner_role(&ns.client()).await;
+    module
+}
+
 /// A module file for the noop cluster module: an apply that adds a key to
 /// `noop_exports_extra` takes `noop_apply_seconds` under the state lock (a
 /// create, which a cluster's guarded apply lets through).
