@@ -5,7 +5,7 @@ pub mod backoff;
 pub mod decide;
 pub mod history;
 pub mod job_conditions;
-pub mod lag;
+pub mod leftovers;
 pub mod preamble;
 pub mod ready;
 pub mod slots;

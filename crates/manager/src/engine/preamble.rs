@@ -23,8 +23,8 @@ pub struct PreambleInput {
     pub owner: OwnerLookup,
     /// The object or its Cluster is paused.
     pub paused: bool,
-    /// Nothing can exist yet: no state, no active Job, no live run lease,
-    /// deletion not blocked, never applied.
+    /// Nothing can exist yet (`leftovers::Leftovers::nothing_to_clean_up`):
+    /// no state, no Job, never applied, no apply of unknown outcome.
     pub nothing_to_clean_up: bool,
 }
 

@@ -111,6 +111,8 @@ pub struct OpenPass {
     pub credentials: Option<super::credentials::Verdict>,
     /// The state as read at the opening of a deleting object's pass.
     early_state: Option<Result<StateSummary, StateError>>,
+    /// The applied and attempt records as read at that opening.
+    early_records: Option<Records>,
     /// Whether the object carries the block-move annotation now.
     pub block_move: bool,
     /// The apply whose outcome is unknown and still in force (set when the
@@ -156,6 +158,7 @@ impl OpenPass {
             credentials_secret: None,
             credentials: Some(super::credentials::Verdict::Ready(None)),
             early_state: None,
+            early_records: None,
             block_move: false,
             unconfirmed_apply: None,
             restore: None,
@@ -212,6 +215,21 @@ pub async fn attempt_record<K: Workload>(
     .and_then(Result::ok))
 }
 
+/// The object's two inputs records, read together.
+pub struct Records {
+    pub applied: Option<InputsRecord>,
+    pub attempt: Option<InputsRecord>,
+}
+
+impl Records {
+    async fn read<K: Workload>(ctx: &Context, obj: &K) -> Result<Self, Error> {
+        Ok(Records {
+            applied: applied_record(ctx, obj).await?,
+            attempt: attempt_record(ctx, obj).await?,
+        })
+    }
+}
+
 /// What a pass reads of the object's state and durable inputs.
 pub struct Stored {
     pub read: Result<StateSummary, StateError>,
@@ -236,8 +254,13 @@ pub async fn read_stored<K: Workload>(
             (crate::io::state::summarize(&suffix, &chunks), chunks)
         }
     };
-    let applied = applied_record(ctx, obj).await?;
-    let mut attempt = attempt_record(ctx, obj).await?;
+    let Records {
+        applied,
+        mut attempt,
+    } = match p.early_records.take() {
+        Some(records) => records,
+        None => Records::read(ctx, obj).await?,
+    };
     let ever_applied = obj.provisioned() || applied.is_some();
     let mut unconfirmed = InputsRecord::unconfirmed_in_force(attempt.as_ref(), applied.as_ref());
     if let Some(job) = &unconfirmed
@@ -569,16 +592,27 @@ pub async fn open<K: Workload>(
     // A deleting object reads its state now (is there anything to clean
     // up?); the pass reuses that read.
     let mut early_state = None;
-    let nothing_to_clean_up = if deleting {
+    let mut early_records = None;
+    let (nothing_to_destroy, nothing_to_clean_up) = if deleting {
         let read = pass::state(ctx, obj).await?;
-        let none = loaded.jobs.is_empty()
-            && matches!(read, Err(StateError::NotFound))
-            && !obj.provisioned()
-            && applied_record(ctx, obj).await?.is_none();
+        let records = Records::read(ctx, obj).await?;
+        let left = crate::engine::leftovers::Leftovers {
+            jobs: !loaded.jobs.is_empty(),
+            state: !matches!(read, Err(StateError::NotFound)),
+            provisioned: obj.provisioned(),
+            applied_record: records.applied.is_some(),
+            unconfirmed_apply: InputsRecord::unconfirmed_in_force(
+                records.attempt.as_ref(),
+                records.applied.as_ref(),
+            )
+            .is_some(),
+            vanished_apply: vanished_apply(obj, &loaded).is_some(),
+        };
         early_state = Some(read);
-        none
+        early_records = Some(records);
+        (left.nothing_to_destroy(), left.nothing_to_clean_up())
     } else {
-        false
+        (false, false)
     };
     let pre = preamble(&PreambleInput {
         externally_managed: obj.annotations().contains_key(annotations::MANAGED_BY),
@@ -650,7 +684,7 @@ pub async fn open<K: Workload>(
     // A deletion under Retain, or of an object with nothing to destroy,
     // runs no Job: it needs no credentials (a missing identity must not
     // keep such an object forever).
-    let runs_no_job = paused || (deleting && (shared.retain || nothing_to_clean_up));
+    let runs_no_job = paused || (deleting && (shared.retain || nothing_to_destroy));
     if !runs_no_job {
         // Credentials and the runner's RBAC, every pass for a live object.
         match super::credentials::check(ctx, obj, shared.identity.as_ref(), &mut draft).await? {
@@ -686,6 +720,10 @@ pub async fn open<K: Workload>(
         // Bookkeeping adopted the state of an apply: read it again.
         early_state = None;
     }
+    if !booked.newly.is_empty() {
+        // Bookkeeping may have written the records: read them again.
+        early_records = None;
+    }
     let mut p = OpenPass {
         draft,
         loaded,
@@ -695,6 +733,7 @@ pub async fn open<K: Workload>(
         credentials_secret,
         credentials,
         early_state,
+        early_records,
         block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
         unconfirmed_apply: None,
         restore: None,
@@ -705,6 +744,8 @@ pub async fn open<K: Workload>(
     if p.active.is_none() {
         if let Some(job) = vanished_apply(obj, &p.loaded) {
             record_vanished(ctx, obj, &mut p.draft, &job).await?;
+            // It may have marked the attempt record.
+            p.early_records = None;
         }
         // No Job runs: activeJob goes, and block-move when the pass ends
         // without starting one.
