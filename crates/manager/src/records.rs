@@ -286,6 +286,33 @@ impl InputsRecord {
         (!superseded).then(|| job.to_owned())
     }
 
+    /// The record that describes the state, which a destroy renders (and a
+    /// refresh or drift check that does not render the current inputs), in
+    /// the reference's order: an attempt whose apply may have changed
+    /// infrastructure (its outcome unknown) when it is not the applied
+    /// record's; else the record of the state's inputs hash, applied first;
+    /// else the applied record, else the attempt record. A partial apply is
+    /// thus undone with its own inputs, and a change that failed before it
+    /// touched anything never changes what a destroy renders.
+    pub fn describing_state<'a>(
+        applied: Option<&'a InputsRecord>,
+        attempt: Option<&'a InputsRecord>,
+        state_hash: Option<&str>,
+    ) -> Option<&'a InputsRecord> {
+        let may_have_applied = attempt.filter(|a| {
+            a.meta.job.is_some()
+                && a.meta.unconfirmed_apply == a.meta.job
+                && applied.and_then(|p| p.meta.job.as_ref()) != a.meta.job.as_ref()
+        });
+        let of_state = state_hash.and_then(|h| {
+            [applied, attempt]
+                .into_iter()
+                .flatten()
+                .find(|r| r.meta.inputs_hash == h)
+        });
+        may_have_applied.or(of_state).or(applied).or(attempt)
+    }
+
     /// The image a non-apply op runs: `repo@digest` when pinned, else the
     /// recorded reference.
     pub fn pinned_image(&self) -> String {
@@ -345,6 +372,93 @@ mod tests {
                 want,
                 "{attempt:?} {applied:?}"
             );
+        }
+    }
+
+    #[test]
+    fn the_record_describing_the_state() {
+        let with = |job: &str, hash: &str, unconfirmed: Option<&str>| {
+            let mut r = record();
+            r.meta.job = Some(job.into());
+            r.meta.inputs_hash = hash.into();
+            r.meta.unconfirmed_apply = unconfirmed.map(str::to_owned);
+            r
+        };
+        let applied = with("a1", "h2:old", None);
+        let failed_plan = with("a2", "h2:new", None);
+        let partial = with("a2", "h2:new", Some("a2"));
+        let carried = with("a3", "h2:newer", Some("a2"));
+        let promoted = with("a1", "h2:old", Some("a1"));
+        type Case<'a> = (
+            &'a str,
+            Option<&'a InputsRecord>,
+            Option<&'a InputsRecord>,
+            Option<&'a str>,
+            Option<&'a str>,
+        );
+        // (case, applied, attempt, state hash, the chosen record's Job)
+        let cases: [Case; 9] = [
+            ("nothing recorded", None, None, Some("h2:old"), None),
+            (
+                "an apply that may have applied",
+                Some(&applied),
+                Some(&partial),
+                Some("h2:old"),
+                Some("a2"),
+            ),
+            (
+                "a change that failed before touching anything",
+                Some(&applied),
+                Some(&failed_plan),
+                Some("h2:old"),
+                Some("a1"),
+            ),
+            (
+                "the state's hash names the attempt",
+                Some(&applied),
+                Some(&failed_plan),
+                Some("h2:new"),
+                Some("a2"),
+            ),
+            (
+                "a mark carried by a later start is not that start's",
+                Some(&applied),
+                Some(&carried),
+                None,
+                Some("a1"),
+            ),
+            (
+                "the mark on the applied record's own Job",
+                Some(&promoted),
+                Some(&promoted),
+                Some("h2:zzz"),
+                Some("a1"),
+            ),
+            (
+                "no hash: the applied record",
+                Some(&applied),
+                Some(&failed_plan),
+                None,
+                Some("a1"),
+            ),
+            (
+                "only an attempt",
+                None,
+                Some(&failed_plan),
+                None,
+                Some("a2"),
+            ),
+            (
+                "a hash neither has: the applied record",
+                Some(&applied),
+                Some(&failed_plan),
+                Some("h2:zzz"),
+                Some("a1"),
+            ),
+        ];
+        for (name, applied, attempt, hash, want) in cases {
+            let got = InputsRecord::describing_state(applied, attempt, hash);
+            assert_eq!(got.and_then(|r| r.meta.job.as_deref()), want, "{name}");
         }
     }
 

@@ -393,3 +393,51 @@ fn a_destroy_of_other_inputs_than_the_state_was_applied_from_warns() {
         );
     }
 }
+
+/// A deletion after an apply that may have changed infrastructure (it
+/// failed in its apply step, after the applied inputs): the destroy renders
+/// that apply's own inputs and image, and says so; once a later start has
+/// rewritten the attempt record, the applied record is rendered again.
+#[test]
+fn a_destroy_after_a_partial_apply_renders_that_apply_s_inputs() {
+    use crate::records::{InputsRecord, RecordMeta};
+    let record = |job: &str, hash: &str, image: &str, unconfirmed: Option<&str>| InputsRecord {
+        main_tf_json: format!("{{\"job\":\"{job}\"}}"),
+        tfvars_json: "{}".into(),
+        meta: RecordMeta {
+            inputs_hash: hash.into(),
+            image: image.into(),
+            job: Some(job.into()),
+            unconfirmed_apply: unconfirmed.map(str::to_owned),
+            ..RecordMeta::default()
+        },
+        exports: Default::default(),
+    };
+    let applied = record("a1", "h2:old", "reg.example/m:v1", None);
+    let partial = record("a2", "h2:new", "reg.example/m:v2", Some("a2"));
+    let rewritten = record("a3", "h2:newer", "reg.example/m:v3", Some("a2"));
+    for (attempt, job, image, warned) in [
+        (&partial, "a2", "reg.example/m:v2", true),
+        (&rewritten, "a1", "reg.example/m:v1", false),
+    ] {
+        let mut snap = snapshot(Ok(state("h2:old")), &[]);
+        snap.stored.applied = Some(applied.clone());
+        snap.stored.attempt = Some(attempt.clone());
+        let (plan, _, _) = run(&snap, Vec::new(), ApplyPolicy::Automatic, true);
+        let req = started(&plan).expect("a destroy starts");
+        assert_eq!(req.op, Op::Destroy);
+        assert_eq!(req.files.0, format!("{{\"job\":\"{job}\"}}"), "{job}");
+        assert_eq!(req.image, image);
+        let mismatch: Vec<&String> = req
+            .warnings
+            .iter()
+            .filter(|(r, _)| *r == events::DESTROY_INPUTS_MISMATCH)
+            .map(|(_, note)| note)
+            .collect();
+        assert_eq!(!mismatch.is_empty(), warned, "{mismatch:?}");
+        assert!(
+            mismatch.iter().all(|n| n.contains("Job a2")),
+            "{mismatch:?}"
+        );
+    }
+}

@@ -233,6 +233,9 @@ pub fn start_request<K: Workload>(
 ) -> Option<StartRequest> {
     let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.clone());
     let recorded = applied.or(attempt);
+    // What a destroy, refresh or drift check renders when it does not
+    // render the current inputs.
+    let described = InputsRecord::describing_state(applied, attempt, state_hash.as_deref());
     let mut warnings = Vec::new();
     let identity = p.shared.identity.as_ref();
     let (files, hash, image, tick, record) = match op {
@@ -279,7 +282,7 @@ pub fn start_request<K: Workload>(
             )
         }
         Op::Refresh | Op::Drift => {
-            let (files, image) = match (current, recorded) {
+            let (files, image) = match (current, described) {
                 (Some(cur), rec) if p.shared.mutable => (
                     cur.files.clone(),
                     rec.map(InputsRecord::pinned_image)
@@ -310,7 +313,7 @@ pub fn start_request<K: Workload>(
             )
         }
         Op::Destroy => {
-            let (files, image, rec_hash) = match (recorded, current) {
+            let (files, image, rec_hash) = match (described, current) {
                 (Some(r), _) => (
                     (r.main_tf_json.clone(), r.tfvars_json.clone()),
                     r.pinned_image(),
@@ -320,10 +323,14 @@ pub fn start_request<K: Workload>(
                 (None, None) => return None,
             };
             if let Some(state) = state_hash.as_ref().filter(|h| **h != rec_hash) {
+                let source = match described.and_then(|r| r.meta.job.as_deref()) {
+                    Some(job) => format!("the inputs of Job {job}"),
+                    None => "the current inputs".to_owned(),
+                };
                 warnings.push((
                     events::DESTROY_INPUTS_MISMATCH,
                     format!(
-                        "the state was applied from inputs {state}, the destroy renders inputs {rec_hash}: no record of the state's own inputs is left"
+                        "the state was applied from inputs {state}; the destroy renders {source}, inputs {rec_hash}"
                     ),
                 ));
             }
@@ -352,7 +359,12 @@ pub fn start_request<K: Workload>(
             )
         }
     };
-    let (image, fallbacks) = pull_candidates(op, image, recorded, current, attempt);
+    let source = if op == Op::Restore {
+        recorded
+    } else {
+        described
+    };
+    let (image, fallbacks) = pull_candidates(op, image, source, current, attempt);
     let mut annotations = match (&p.unconfirmed_apply, op) {
         (Some(job), Op::Apply) => {
             BTreeMap::from([(annotations::AFTER_INTERRUPTED_APPLY.to_owned(), job.clone())])
