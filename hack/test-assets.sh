@@ -91,7 +91,10 @@ build_tofu() {
     mkdir -p out
     go build -trimpath -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o out/tofu github.com/opentofu/opentofu/cmd/tofu
   )
-  "$work/out/tofu" version | head -n1 | grep -qx "OpenTofu v$v" || die "tofu reports '$("$work/out/tofu" version | head -n1)'"
+  # Read the whole output: `head` would close the pipe early, and under
+  # pipefail a SIGPIPE'd tofu fails a correct build.
+  local reported; reported=$("$work/out/tofu" version 2>/dev/null | sed -n 1p)
+  [ "$reported" = "OpenTofu v$v" ] || die "tofu reports '$reported'"
   mkdir -p "$cache"
   rm -rf "$tofu_dir.tmp" && mv "$work/out" "$tofu_dir.tmp" && mv "$tofu_dir.tmp" "$tofu_dir"
 }
