@@ -3,7 +3,9 @@
 //! times is backed up once per new serial, pruned to `--state-backups=2`
 //! and listed newest first; a restore request naming a kept serial runs a
 //! restore Job that brings that serial's outputs back, with no apply; a
-//! request naming no backup starts nothing. Controllers in this process,
+//! request naming no backup starts nothing; a deletion held by a lost
+//! state restores the backup it is asked for, then destroys what the
+//! restored state records. Controllers in this process,
 //! the real control plane, Cluster API's controllers owning the Cluster,
 //! the local executor running the real runner and OpenTofu.
 //!
@@ -329,4 +331,113 @@ async fn a_backup_lost_to_an_api_error_is_taken_by_a_later_pass_and_none_when_of
         backup_serials(&off).await.is_empty(),
         "no backup with --state-backups=0"
     );
+}
+
+/// A restore during deletion (`internals.md` §4 scenario 2, end to end):
+/// the state Secret of an applied cluster is lost, so its deletion is held
+/// (`DeletionHeld`: nothing to destroy from, and the finalizer stays). A
+/// restore request naming a kept backup runs, deletion or not; the restored
+/// state is then destroyed and the object goes. Had the deletion ignored
+/// the request, the finalizer could only be dropped by hand and the
+/// infrastructure would be orphaned.
+#[tokio::test]
+async fn a_held_deletion_restores_the_requested_backup_then_destroys_it() {
+    use captf_manager::names::{WorkloadKind, state_secret, state_suffix};
+    use kube::api::DeleteParams;
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    with_cluster_module(env, &ns, tmp.path()).await;
+    let _manager = start_manager(ns.client(), ns.name());
+    let tcs = ns.api::<TerraformCluster>();
+
+    create(&ns, "lost", "a").await;
+    let serial = applied(&ns, "lost", "a", 0).await;
+    eventually("the backup", 60, || async {
+        (backup_serials(&ns).await == BTreeSet::from([serial])).then_some(())
+    })
+    .await;
+
+    // The state is lost: the object is held, live and then deleting.
+    let suffix = state_suffix(WorkloadKind::Cluster, ns.name(), "lost");
+    ns.api::<Secret>()
+        .delete(&state_secret(&suffix), &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("StateLost", 60, || async {
+        let tc = tcs.get("lost").await.ok()?;
+        (condition(&tc, "StateReadable") == Some(("False".into(), "StateLost".into())))
+            .then_some(())
+    })
+    .await;
+    let clusters: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        ns.client(),
+        ns.name(),
+        &captf_manager::capi::cluster_resource(),
+    );
+    clusters
+        .delete("lost", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the deletion under way", 60, || async {
+        let tc = tcs.get("lost").await.ok()?;
+        tc.metadata.deletion_timestamp.is_some().then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    let tc = tcs.get("lost").await.unwrap();
+    assert!(
+        tc.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty()),
+        "a deletion with its state lost keeps the finalizer"
+    );
+    let jobs = ns.api::<Job>();
+    let listed = jobs.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        jobs_of_op(&listed, "destroy").is_empty(),
+        "nothing to destroy from"
+    );
+
+    // The restore runs, then the destroy, and the object goes.
+    ns.api::<TerraformCluster>()
+        .patch(
+            "lost",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"captf.io/restore-state": serial.to_string()}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let ops = std::sync::Mutex::new(Vec::<(String, String)>::new());
+    eventually("the object gone", 300, || async {
+        // Jobs go with the object: note each one while it is there.
+        for j in jobs.list(&ListParams::default()).await.ok()?.items {
+            let name = j.metadata.name.clone().unwrap_or_default();
+            let mut seen = ops.lock().unwrap();
+            if !seen.iter().any(|(n, _)| *n == name) {
+                seen.push((name, job_op(&j)));
+            }
+        }
+        tcs.get_opt("lost").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let seen: Vec<String> = ops.into_inner().unwrap().into_iter().map(|o| o.1).collect();
+    let restore = seen.iter().position(|o| o == "restore");
+    let destroy = seen.iter().position(|o| o == "destroy");
+    assert!(
+        restore.is_some() && destroy.is_some() && restore < destroy,
+        "a restore, then a destroy: {seen:?}"
+    );
+    assert_eq!(
+        seen.iter().filter(|o| *o == "destroy").count(),
+        1,
+        "{seen:?}"
+    );
+    let destroyed = event_notes(&ns, "Destroyed").await;
+    assert_eq!(destroyed.len(), 1, "{destroyed:?}");
+    let restored = event_notes(&ns, "StateRestored").await;
+    assert_eq!(restored.len(), 1, "{restored:?}");
 }

@@ -6,7 +6,8 @@
 //! `StateReadable=False/ApplyOutcomeUnknown` naming the Job: no second
 //! apply, and a deletion keeps its finalizer. A confirmation naming another
 //! Job is ignored; one naming the Job is consumed and releases the object.
-//! A TerraformMachine's vanished first apply is held the same way.
+//! A TerraformMachine's vanished first apply is held the same way, and so
+//! is a deletion whose owner is gone (scenario 17).
 //! Controllers in this process, the real control plane, Cluster API's
 //! controllers owning the Cluster, the local executor, the real runner.
 
@@ -289,6 +290,59 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
     annotate(&ns, "gone", &lost).await;
     eventually("gone released", 120, || async {
         tcs.get_opt("gone").await.ok()?.is_none().then_some(())
+    })
+    .await;
+
+    // Scenario 17: a deletion whose owner is gone (its owner reference
+    // removed, as the garbage collector does for an orphaning deletion)
+    // keeps the finalizer all the same while an apply of unknown outcome
+    // holds it; without an owner the pass would otherwise let go of an
+    // object that seems never to have made anything.
+    create_cluster(&ns, "orphaned", &format!("{module}-unpulled")).await;
+    let lost = delete_first_apply(&ns, "orphaned", "c").await;
+    eventually("orphaned held", 120, || async {
+        let tc = tcs.get("orphaned").await.ok()?;
+        (reason(&tc, "StateReadable") == Some(("False".into(), "ApplyOutcomeUnknown".into())))
+            .then_some(())
+    })
+    .await;
+    clusters
+        .delete("orphaned", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("orphaned deleting", 120, || async {
+        let tc = tcs.get("orphaned").await.ok()?;
+        tc.metadata.deletion_timestamp.is_some().then_some(())
+    })
+    .await;
+    tcs.patch(
+        "orphaned",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"ownerReferences": null}})),
+    )
+    .await
+    .unwrap();
+    let tc = tcs.get("orphaned").await.unwrap();
+    assert!(
+        tc.metadata
+            .owner_references
+            .as_ref()
+            .is_none_or(Vec::is_empty),
+        "{:?}",
+        tc.metadata.owner_references
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    let tc = tcs.get("orphaned").await.unwrap();
+    assert!(
+        tc.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty()),
+        "the hold keeps an ownerless deletion's finalizer"
+    );
+    annotate(&ns, "orphaned", &lost).await;
+    eventually("orphaned released", 120, || async {
+        tcs.get_opt("orphaned").await.ok()?.is_none().then_some(())
     })
     .await;
 }
