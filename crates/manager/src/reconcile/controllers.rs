@@ -215,11 +215,6 @@ fn managed_secret_owners<K: Resource<DynamicType = ()>>(
     s: &PartialObjectMeta<Secret>,
     kind: &str,
 ) -> Vec<ObjectRef<K>> {
-    if routing::is_backup(&s.metadata) {
-        // Only the object's own pass writes its backups, and nothing it
-        // decides reads them back: a change wakes no one.
-        return Vec::new();
-    }
     let ns = s.namespace().unwrap_or_default();
     let mut out: Vec<ObjectRef<K>> = routing::owners_of_kind(&s.metadata, kind)
         .into_iter()

@@ -305,14 +305,6 @@ pub fn owners_of_kind<'a>(meta: &'a ObjectMeta, kind: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// Whether a managed Secret is a chunk of a state backup.
-pub fn is_backup(meta: &ObjectMeta) -> bool {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(captf_api::names::labels::STATE_BACKUP))
-        .is_some_and(|v| v == "true")
-}
-
 /// The state suffix a state chunk belongs to (`tfstateSecretSuffix`).
 pub fn state_suffix_of(meta: &ObjectMeta) -> Option<&str> {
     let l: &BTreeMap<String, String> = meta.labels.as_ref()?;
@@ -532,8 +524,7 @@ mod tests {
             json!({"labels": {"captf.io/state-backup": "true", "captf.io/state-backup-suffix": "abc-mp"}}),
         );
         let chunk = meta(json!({"labels": {"tfstate": "true", "tfstateSecretSuffix": "abc-mp"}}));
-        assert!(is_backup(&backup));
-        assert!(!is_backup(&chunk));
         assert_eq!(state_suffix_of(&backup), None, "a backup is no state chunk");
+        assert_eq!(state_suffix_of(&chunk), Some("abc-mp"));
     }
 }

@@ -156,10 +156,19 @@ pub fn bootstrap_secrets() -> watcher::Config {
     ))
 }
 
-/// The Secrets we manage (state, records, backups, per-run inputs), by
-/// metadata only: their content never enters a cache.
+/// The Secrets we manage (state, records, per-run inputs), by metadata
+/// only: their content never enters a cache. Backups are left out at the
+/// apiserver: only their own object's pass writes them and nothing it
+/// decides reads them back, so their events would wake no one, and each
+/// state keeps up to `--state-backups` of them (five times the state
+/// Secrets the watch would otherwise remember).
 pub fn managed_secrets() -> watcher::Config {
-    watcher::Config::default().labels(&format!("{}=true", captf_api::names::labels::MANAGED))
+    use captf_api::names::labels;
+    watcher::Config::default().labels(&format!(
+        "{}=true,!{}",
+        labels::MANAGED,
+        labels::STATE_BACKUP
+    ))
 }
 
 #[cfg(test)]
@@ -201,5 +210,44 @@ mod tests {
                 .expect("a pass waiting for the stores goes on")
                 .unwrap();
         }
+    }
+
+    /// The managed-Secret watch, on the real apiserver, lists state
+    /// chunks, records and per-run Secrets, and no backup.
+    #[tokio::test]
+    async fn the_managed_secret_watch_leaves_backups_out() {
+        use kube::api::{ListParams, PostParams};
+        use serde_json::json;
+        let env = captf_testenv::TestEnv::get().await;
+        let ns = env.namespace().await;
+        let secrets = ns.api::<Secret>();
+        for (name, labels) in [
+            (
+                "tfstate-default-abc-mp",
+                json!({"captf.io/managed": "true", "tfstate": "true"}),
+            ),
+            ("captf-inputs-mp-a", json!({"captf.io/managed": "true"})),
+            (
+                "captf-state-backup-abc-mp-3",
+                json!({"captf.io/managed": "true", "captf.io/state-backup": "true"}),
+            ),
+            ("unrelated", json!({})),
+        ] {
+            let s: Secret =
+                serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
+                    .unwrap();
+            secrets.create(&PostParams::default(), &s).await.unwrap();
+        }
+        let selector = managed_secrets().label_selector.unwrap();
+        let mut listed: Vec<String> = secrets
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .collect();
+        listed.sort();
+        assert_eq!(listed, ["captf-inputs-mp-a", "tfstate-default-abc-mp"]);
     }
 }
