@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod names;
 pub mod rbac;
 pub mod reconcile;
+pub mod recorder;
 pub mod records;
 pub mod serving;
 pub mod state;

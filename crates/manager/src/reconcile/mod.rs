@@ -41,8 +41,8 @@ pub mod workload;
 
 use std::time::Duration;
 
+use crate::recorder::{Recorder, Reporter};
 use captf_api::effective::ManagerDefaults;
-use kube::runtime::events::{Recorder, Reporter};
 
 /// What the manager was started with.
 #[derive(Debug, Clone)]

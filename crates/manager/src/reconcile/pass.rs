@@ -13,7 +13,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -118,16 +117,11 @@ pub async fn event<K: Resource<DynamicType = ()>>(
     action: &str,
     note: String,
 ) {
-    let ev = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
+    let ev = crate::recorder::EventSpec {
+        warning,
         reason: reason.to_owned(),
-        note: Some(note),
         action: action.to_owned(),
-        secondary: None,
+        note,
     };
     if let Err(e) = ctx.recorder.publish(&ev, &obj.object_ref(&())).await {
         tracing::warn!(error = %e, reason, "could not publish an event");
