@@ -10,16 +10,16 @@ use captf_api::{
     TerraformCluster, TerraformClusterIdentity, TerraformMachine, TerraformMachinePool,
 };
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, store::Writer};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
 use super::quiet::QuietPasses;
 use super::routing::{self, ChangeFilter, Dependency, Dependents};
+use super::shared_sources::{self, Feeds, OwnedFeeds};
 use super::watches;
 use super::workload::Workload;
 use super::{Context, ERROR_REQUEUE, Error};
@@ -66,15 +66,6 @@ pub(crate) fn infrastructure_ref<K: Resource<DynamicType = ()>>(
     }
     let name = r.get("name")?.as_str()?;
     Some(ObjectRef::new(name).within(&o.namespace()?))
-}
-
-/// Watches only the ConfigMaps and Secrets offered as variable sources.
-pub fn variable_sources() -> watcher::Config {
-    watcher::Config::default().labels(&format!("{}=true", labels::VARIABLES))
-}
-
-fn managed_jobs() -> watcher::Config {
-    watcher::Config::default().labels(&format!("{}=true", labels::MANAGED))
 }
 
 /// The objects an event wakes: the quiet passes they stood on no longer
@@ -170,46 +161,6 @@ fn own_stream<K: Workload>(
     (own, reader)
 }
 
-/// The Jobs we manage, waking their owner when one finishes or is lost.
-fn job_stream(
-    ctx: &Context,
-    controller: &'static str,
-) -> impl futures::Stream<Item = Result<Job, watcher::Error>> + Send + use<> {
-    let events = watcher::watcher(api::<Job>(ctx), managed_jobs()).default_backoff();
-    // One watch keeps the Job slots' count: the cluster controller's.
-    let slots = (controller == CLUSTERS).then(|| ctx.slots.clone());
-    let events = events.inspect(move |e| {
-        if let (Some(slots), Ok(e)) = (&slots, e) {
-            slots.observe(e);
-        }
-    });
-    watches::filtered(
-        events,
-        ChangeFilter::new(routing::job_event_wakes),
-        routing::job_finished,
-        tally(ctx, controller, "jobs"),
-    )
-}
-
-/// Our Secrets by metadata: each wakes the object that owns it, or whose
-/// state it holds (the backend's chunks before adoption).
-fn managed_secret_stream(
-    ctx: &Context,
-    controller: &'static str,
-) -> impl futures::Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + use<> {
-    let events = watcher::watcher(
-        api::<PartialObjectMeta<Secret>>(ctx),
-        watches::managed_secrets(),
-    )
-    .default_backoff();
-    watches::filtered(
-        events,
-        ChangeFilter::new(routing::changed),
-        |s| routing::any_write(&s.metadata),
-        tally(ctx, controller, "managed-secrets"),
-    )
-}
-
 fn managed_secret_owners<K: Resource<DynamicType = ()>>(
     dependents: &Dependents,
     s: &PartialObjectMeta<Secret>,
@@ -230,31 +181,6 @@ fn managed_secret_owners<K: Resource<DynamicType = ()>>(
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out.dedup();
     out
-}
-
-/// Variables sources by metadata (their values are read live when the
-/// inputs render), mapped through the index to the objects using them.
-fn variables_stream<S>(
-    ctx: &Context,
-    controller: &'static str,
-    source: &'static str,
-) -> impl futures::Stream<Item = Result<PartialObjectMeta<S>, watcher::Error>> + Send + use<S>
-where
-    S: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + 'static,
-{
-    let events =
-        watcher::watcher(api::<PartialObjectMeta<S>>(ctx), variable_sources()).default_backoff();
-    watches::filtered(
-        events,
-        ChangeFilter::new(routing::changed),
-        |s| routing::any_write(&s.metadata),
-        tally(ctx, controller, source),
-    )
 }
 
 fn variables_users<K: Resource<DynamicType = ()>>(
@@ -305,8 +231,9 @@ pub(super) fn controller_config(concurrency: u16) -> kube::runtime::controller::
 }
 
 /// Runs the TerraformCluster controller until `shutdown` resolves.
-pub async fn run_clusters(
+async fn run_clusters(
     ctx: Arc<Context>,
+    feeds: Feeds,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let cluster_ar = capi::cluster_resource();
@@ -316,14 +243,6 @@ pub async fn run_clusters(
         ctx.dependents.clone(),
         ctx.dependents.clone(),
         ctx.dependents.clone(),
-    );
-    let clusters = watches::filtered(
-        watcher::watcher(dyn_api(&ctx, &cluster_ar), watcher::Config::default())
-            .modify(watches::strip)
-            .default_backoff(),
-        ChangeFilter::new(routing::changed),
-        routing::capi_owner_consumed,
-        tally(&ctx, CLUSTERS, "clusters"),
     );
     let identities = watches::filtered(
         watcher::watcher(
@@ -370,7 +289,7 @@ pub async fn run_clusters(
     let [q, q1, q2, q3, q4, q5, q6, q7] = quiet_handles(&ctx);
     Controller::for_stream(own, store.clone())
         .with_config(controller_config(ctx.config.concurrency.clusters))
-        .watches_stream(job_stream(&ctx, CLUSTERS), move |job| {
+        .watches_stream(feeds.jobs, move |job| {
             wake(&q, kind, owners::<TerraformCluster>(&job.metadata, kind))
         })
         .watches(
@@ -378,19 +297,17 @@ pub async fn run_clusters(
             watcher::Config::default(),
             move |plan| wake(&q1, kind, owners::<TerraformCluster>(&plan.metadata, kind)),
         )
-        .watches_stream(managed_secret_stream(&ctx, CLUSTERS), move |s| {
+        .watches_stream(feeds.managed_secrets, move |s| {
             wake(&q2, kind, managed_secret_owners(&d1, &s, kind))
         })
-        .watches_stream(
-            variables_stream::<ConfigMap>(&ctx, CLUSTERS, "configmaps"),
-            move |c| wake(&q3, kind, variables_users(&d2, &c.metadata, false, kind)),
-        )
-        .watches_stream(
-            variables_stream::<Secret>(&ctx, CLUSTERS, "variables-secrets"),
-            move |s| wake(&q4, kind, variables_users(&d3, &s.metadata, true, kind)),
-        )
+        .watches_stream(feeds.configmaps, move |c| {
+            wake(&q3, kind, variables_users(&d2, &c.metadata, false, kind))
+        })
+        .watches_stream(feeds.variables_secrets, move |s| {
+            wake(&q4, kind, variables_users(&d3, &s.metadata, true, kind))
+        })
         .watches_stream_with(
-            clusters,
+            feeds.clusters,
             move |c| {
                 let refs = infrastructure_ref::<TerraformCluster>(&c, kind);
                 wake(&q5, kind, refs.into_iter().collect())
@@ -439,7 +356,7 @@ pub async fn run_clusters(
 
 /// A kind Cluster API owns through one object of its own (a Machine or a
 /// MachinePool), whose passes read that owner, the Cluster, the
-/// TerraformCluster and the bootstrap data from the controller's stores.
+/// TerraformCluster and the bootstrap data from caches (`shared_sources`).
 struct Owned {
     controller: &'static str,
     kind: &'static str,
@@ -457,7 +374,7 @@ struct Owned {
 async fn run_owned<K, F, Fut>(
     ctx: Arc<Context>,
     owned: Owned,
-    stores: fn(&Context) -> &std::sync::OnceLock<watches::OwnerStores>,
+    feeds: OwnedFeeds,
     reconcile: F,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) where
@@ -472,17 +389,13 @@ async fn run_owned<K, F, Fut>(
         owner_source,
         concurrency,
     } = owned;
+    let OwnedFeeds {
+        common,
+        terraform_clusters,
+        bootstrap,
+        owner_writer,
+    } = feeds;
     let cluster_ar = capi::cluster_resource();
-    let owner_writer = Writer::new(owner_ar.clone());
-    let cluster_writer = Writer::new(cluster_ar.clone());
-    let tc_writer = Writer::<TerraformCluster>::default();
-    let secret_writer = Writer::<Secret>::default();
-    let _ = stores(&ctx).set(watches::OwnerStores::new(
-        owner_writer.as_reader(),
-        cluster_writer.as_reader(),
-        tc_writer.as_reader(),
-        secret_writer.as_reader(),
-    ));
     let (own, store) = own_stream::<K>(&ctx, controller);
     let owners_stream = watches::filtered(
         watches::stored(
@@ -494,56 +407,24 @@ async fn run_owned<K, F, Fut>(
         routing::capi_owner_consumed,
         tally(&ctx, controller, owner_source),
     );
-    let clusters = watches::filtered(
-        watches::stored(
-            dyn_api(&ctx, &cluster_ar),
-            watcher::Config::default(),
-            cluster_writer,
-        ),
-        ChangeFilter::new(routing::changed),
-        routing::capi_owner_consumed,
-        tally(&ctx, controller, "clusters"),
-    );
-    let terraform_clusters = watches::filtered(
-        watches::stored(
-            api::<TerraformCluster>(&ctx),
-            watcher::Config::default(),
-            tc_writer,
-        ),
-        ChangeFilter::new(routing::changed),
-        routing::terraform_cluster_consumed,
-        tally(&ctx, controller, "terraformclusters"),
-    );
-    let bootstrap = watches::filtered(
-        watches::stored(
-            api::<Secret>(&ctx),
-            watches::bootstrap_secrets(),
-            secret_writer,
-        ),
-        ChangeFilter::new(routing::changed),
-        |s: &Secret| routing::any_write(&s.metadata),
-        tally(&ctx, controller, "bootstrap-secrets"),
-    );
     let d = ctx.dependents.clone();
     let metrics = ctx.metrics.clone();
     let (d1, d2, d3, d4, d5, d6) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone(), d);
     let [q, q1, q2, q3, q4, q5, q6, q7] = quiet_handles(&ctx);
     Controller::for_stream(own, store)
         .with_config(controller_config(concurrency))
-        .watches_stream(job_stream(&ctx, controller), move |job| {
+        .watches_stream(common.jobs, move |job| {
             wake(&q, kind, owners::<K>(&job.metadata, kind))
         })
-        .watches_stream(managed_secret_stream(&ctx, controller), move |s| {
+        .watches_stream(common.managed_secrets, move |s| {
             wake(&q1, kind, managed_secret_owners(&d1, &s, kind))
         })
-        .watches_stream(
-            variables_stream::<ConfigMap>(&ctx, controller, "configmaps"),
-            move |c| wake(&q2, kind, variables_users(&d2, &c.metadata, false, kind)),
-        )
-        .watches_stream(
-            variables_stream::<Secret>(&ctx, controller, "variables-secrets"),
-            move |s| wake(&q3, kind, variables_users(&d3, &s.metadata, true, kind)),
-        )
+        .watches_stream(common.configmaps, move |c| {
+            wake(&q2, kind, variables_users(&d2, &c.metadata, false, kind))
+        })
+        .watches_stream(common.variables_secrets, move |s| {
+            wake(&q3, kind, variables_users(&d3, &s.metadata, true, kind))
+        })
         .watches_stream(bootstrap, move |s| {
             // Bootstrap data wakes the objects whose owner names it.
             wake(&q4, kind, variables_users(&d4, &s.metadata, true, kind))
@@ -557,7 +438,7 @@ async fn run_owned<K, F, Fut>(
             owner_ar,
         )
         .watches_stream_with(
-            clusters,
+            common.clusters,
             move |c| {
                 let dep = Dependency::Cluster {
                     namespace: c.namespace().unwrap_or_default(),
@@ -583,8 +464,9 @@ async fn run_owned<K, F, Fut>(
 }
 
 /// Runs the TerraformMachinePool controller until `shutdown` resolves.
-pub async fn run_pools(
+async fn run_pools(
     ctx: Arc<Context>,
+    feeds: OwnedFeeds,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let owned = Owned {
@@ -594,19 +476,14 @@ pub async fn run_pools(
         owner_source: "machinepools",
         concurrency: ctx.config.concurrency.machine_pools,
     };
-    run_owned::<TerraformMachinePool, _, _>(
-        ctx,
-        owned,
-        |c| &c.pool_stores,
-        super::pool::reconcile,
-        shutdown,
-    )
-    .await;
+    run_owned::<TerraformMachinePool, _, _>(ctx, owned, feeds, super::pool::reconcile, shutdown)
+        .await;
 }
 
 /// Runs the TerraformMachine controller until `shutdown` resolves.
-pub async fn run_machines(
+async fn run_machines(
     ctx: Arc<Context>,
+    feeds: OwnedFeeds,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let owned = Owned {
@@ -616,14 +493,8 @@ pub async fn run_machines(
         owner_source: "machines",
         concurrency: ctx.config.concurrency.machines,
     };
-    run_owned::<TerraformMachine, _, _>(
-        ctx,
-        owned,
-        |c| &c.machine_stores,
-        super::machine::reconcile,
-        shutdown,
-    )
-    .await;
+    run_owned::<TerraformMachine, _, _>(ctx, owned, feeds, super::machine::reconcile, shutdown)
+        .await;
 }
 
 /// Runs every controller until `stop` turns true.
@@ -631,11 +502,13 @@ pub async fn run_all(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let (feeds, shared_watches) = shared_sources::open(&ctx, stop.clone());
     tokio::join!(
+        shared_watches,
         super::identities::run(ctx.clone(), stopped(stop.clone())),
-        run_clusters(ctx.clone(), stopped(stop.clone())),
-        run_machines(ctx.clone(), stopped(stop.clone())),
+        run_clusters(ctx.clone(), feeds.clusters, stopped(stop.clone())),
+        run_machines(ctx.clone(), feeds.machines, stopped(stop.clone())),
         super::machine_template::run(ctx.clone(), stopped(stop.clone())),
-        run_pools(ctx.clone(), stopped(stop.clone())),
+        run_pools(ctx.clone(), feeds.pools, stopped(stop.clone())),
     );
 }

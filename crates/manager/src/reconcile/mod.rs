@@ -34,6 +34,7 @@ pub mod pull_fallback;
 pub mod quiet;
 pub mod retain;
 pub mod routing;
+mod shared_sources;
 pub mod slots;
 pub mod status;
 pub mod watches;

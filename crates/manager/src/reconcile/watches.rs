@@ -75,6 +75,77 @@ where
     })
 }
 
+/// How many items a subscriber of a shared watch may fall behind before
+/// the watch waits for it (a controller takes each item straight into its
+/// queue, so this is only ever reached in a burst).
+const FEED_CAPACITY: usize = 1024;
+
+/// What one controller receives of a shared watch.
+pub type Feed<T> = futures::stream::BoxStream<'static, Result<T, watcher::Error>>;
+
+/// One watch for `subscribers` controllers: each feed yields every item
+/// of `source`, in order. The returned future drives the watch until
+/// `stop` resolves or every feed is dropped. A watch error is logged here
+/// (the watch retries with its backoff) instead of being handed to each
+/// controller, which would count it as a failed pass.
+pub fn fan_out<T, S>(
+    source: S,
+    subscribers: usize,
+    name: &'static str,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (
+    Vec<Feed<T>>,
+    impl std::future::Future<Output = ()> + Send + 'static,
+)
+where
+    T: Clone + Send + 'static,
+    S: Stream<Item = Result<T, watcher::Error>> + Send + 'static,
+{
+    use futures::SinkExt;
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..subscribers)
+        .map(|_| futures::channel::mpsc::channel::<T>(FEED_CAPACITY))
+        .unzip();
+    let feeds = receivers.into_iter().map(|rx| rx.map(Ok).boxed()).collect();
+    let drive = async move {
+        let mut senders = senders;
+        let mut source = std::pin::pin!(source);
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            let item = tokio::select! {
+                () = &mut stop => return,
+                item = source.next() => item,
+            };
+            match item {
+                Some(Ok(o)) => {
+                    let mut open = Vec::with_capacity(senders.len());
+                    for mut tx in senders {
+                        // A controller that stopped no longer listens.
+                        if tx.send(o.clone()).await.is_ok() {
+                            open.push(tx);
+                        }
+                    }
+                    senders = open;
+                    if senders.is_empty() {
+                        return;
+                    }
+                }
+                Some(Err(e)) => tracing::warn!(watch = name, error = %e, "watch failed; retrying"),
+                None => return,
+            }
+        }
+    };
+    (feeds, drive)
+}
+
+/// The metadata of an object, for the mappers that read nothing else.
+pub fn metadata_of<K: Resource>(o: &K) -> kube::api::PartialObjectMeta<K> {
+    kube::api::PartialObjectMeta {
+        types: None,
+        metadata: o.meta().clone(),
+        _phantom: Default::default(),
+    }
+}
+
 /// A watch whose objects are kept in `writer`'s store (managed fields
 /// stripped), yielding its events after the store has them.
 pub fn stored<K>(
