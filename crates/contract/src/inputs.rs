@@ -3,12 +3,11 @@
 //! hashed and stored, so what the module sees is what was hashed.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+pub use crate::bootstrap::{BootstrapData, BootstrapFormat};
 use crate::names::{MANAGED_BY, TAG_KEYS, input_names};
 use crate::{CONTRACT_VERSION, Role};
 
@@ -191,67 +190,6 @@ pub struct ClusterInputs {
     pub kubernetes_version: Option<String>,
     pub control_plane_initialized: bool,
     pub cluster_network: Option<ClusterNetwork>,
-}
-
-/// Format of the bootstrap payload (the bootstrap Secret's `format` key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub enum BootstrapFormat {
-    #[default]
-    #[serde(rename = "cloud-config")]
-    CloudConfig,
-    #[serde(rename = "ignition")]
-    Ignition,
-}
-
-impl BootstrapFormat {
-    /// Parses the bootstrap Secret's `format` value; `None` means absent,
-    /// which reads as `cloud-config`.
-    pub fn from_secret_value(value: Option<&str>) -> Result<Self, String> {
-        match value {
-            None | Some("cloud-config") => Ok(BootstrapFormat::CloudConfig),
-            Some("ignition") => Ok(BootstrapFormat::Ignition),
-            Some(other) => Err(format!(
-                "bootstrap format {other:?} is not one of cloud-config, ignition"
-            )),
-        }
-    }
-}
-
-/// `bootstrap_data`: standard padded base64 of the bootstrap payload. The
-/// payload is a secret, so `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct BootstrapData(String);
-
-impl BootstrapData {
-    /// Encodes the raw bytes of the bootstrap Secret's `value` key.
-    pub fn from_bytes(raw: &[u8]) -> Self {
-        BootstrapData(base64::engine::general_purpose::STANDARD.encode(raw))
-    }
-
-    /// Wraps an already encoded value; [`BootstrapData::check`] tells whether
-    /// it is strict standard padded base64.
-    pub fn from_base64(encoded: impl Into<String>) -> Self {
-        BootstrapData(encoded.into())
-    }
-
-    /// The base64 text.
-    pub fn as_base64(&self) -> &str {
-        &self.0
-    }
-
-    /// True when the value decodes as strict, standard, padded base64.
-    pub fn check(&self) -> bool {
-        base64::engine::general_purpose::STANDARD
-            .decode(&self.0)
-            .is_ok()
-    }
-}
-
-impl fmt::Debug for BootstrapData {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BootstrapData(<{} bytes redacted>)", self.0.len())
-    }
 }
 
 /// Inputs of the `machine` role.
@@ -599,18 +537,5 @@ mod tests {
         let back: Tags =
             serde_json::from_value(serde_json::to_value(&c.captf_tags).unwrap()).unwrap();
         assert_eq!(back, c.captf_tags);
-    }
-
-    #[test]
-    fn bootstrap_format_from_secret() {
-        assert_eq!(
-            BootstrapFormat::from_secret_value(None),
-            Ok(BootstrapFormat::CloudConfig)
-        );
-        assert_eq!(
-            BootstrapFormat::from_secret_value(Some("ignition")),
-            Ok(BootstrapFormat::Ignition)
-        );
-        assert!(BootstrapFormat::from_secret_value(Some("shell")).is_err());
     }
 }

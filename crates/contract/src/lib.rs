@@ -9,6 +9,7 @@
 //! - [`names`] and [`input_specs`]: reserved names and root declarations;
 //! - [`schemas`]: the JSON Schemas of every role's inputs and outputs.
 
+mod bootstrap;
 pub mod canonical;
 pub mod hash;
 pub mod health;
