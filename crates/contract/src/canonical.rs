@@ -1,143 +1,222 @@
-//! Canonical JSON: the byte form that hashes are computed over. Object keys are
-//! sorted byte-wise at every depth, the output is compact UTF-8, and `<`, `>`,
-//! `&` are left as they are. Values the controller builds may only hold integer
-//! numbers, because a fraction or exponent has no single spelling.
+//! Canonical JSON: the byte form that hashes are computed over.
+//!
+//! - Object keys are sorted byte-wise at every depth; of a repeated key the
+//!   last member counts, as in any JSON decoder that fills a map.
+//! - The output is compact UTF-8.
+//! - Every number is written exactly as its literal text: `0.5` and `0.50`,
+//!   `1e3` and `1000` are different numbers to a hash, and integers keep every
+//!   digit however long they are.
+//! - Strings are decoded, then written as Go's JSON encoder writes them with
+//!   HTML escaping off (see `go_json`): `"\u003c"` and `"<"` are one string.
+//!
+//! Values the controller builds may only hold integer literals
+//! ([`NumberPolicy::IntegersOnly`]); user variable values and exports may
+//! hold any number ([`NumberPolicy::Any`]).
 
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+
+use crate::go_json::push_go_string;
+use crate::json_text::JsonText;
+use crate::raw_json::{Node, node};
 
 /// Which numbers a value may contain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NumberPolicy {
-    /// Only integers (what the controller builds, including cluster exports).
+    /// Only literals matching `-?(0|[1-9][0-9]*)`: what the controller builds,
+    /// including the cluster exports it passes on to machines and pools.
     IntegersOnly,
-    /// Any number; fractions are written in serde_json's shortest form (user
-    /// variable values, which are hashed as given).
+    /// Any number, written as given (user variable values, exports hashes).
     Any,
 }
 
 /// A value that cannot be written canonically.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("non-integer number at {path}: only integers can be hashed")]
-pub struct NotCanonical {
-    /// JSON pointer to the offending number, e.g. `/exports/weight`.
-    pub path: String,
+pub enum NotCanonical {
+    /// A number that is not an integer literal, under
+    /// [`NumberPolicy::IntegersOnly`].
+    #[error("non-integer number {literal} at {path}: only integers can be hashed")]
+    NonInteger {
+        /// JSON pointer to the number, e.g. `/exports/weight`.
+        path: String,
+        /// The number as written, e.g. `0.5` or `1e3`.
+        literal: String,
+    },
+    /// A string holding an escaped lone surrogate (`"\ud800"`).
+    #[error("string at {path} escapes a lone surrogate, which is not a character")]
+    Undecodable { path: String },
 }
 
-/// Returns the JSON pointer of the first non-integer number in `value`, if any.
-pub fn find_non_integer(value: &Value) -> Option<String> {
-    fn walk(value: &Value, path: &mut String) -> bool {
-        match value {
-            Value::Number(n) => !(n.is_i64() || n.is_u64()),
-            Value::Array(items) => items.iter().enumerate().any(|(i, v)| {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                let found = walk(v, path);
-                if !found {
-                    path.truncate(len);
-                }
-                found
-            }),
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                keys.into_iter().any(|k| {
-                    let len = path.len();
-                    path.push('/');
-                    path.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                    let found = walk(&map[k], path);
-                    if !found {
-                        path.truncate(len);
-                    }
-                    found
-                })
-            }
-            _ => false,
+impl NotCanonical {
+    /// JSON pointer to the offending value.
+    pub fn path(&self) -> &str {
+        match self {
+            NotCanonical::NonInteger { path, .. } | NotCanonical::Undecodable { path } => path,
         }
     }
-    let mut path = String::new();
-    walk(value, &mut path).then_some(path)
+}
+
+/// True when `literal` is an integer as the canonical form accepts one: no
+/// fraction, no exponent, no leading zero (`-0` is accepted).
+pub fn is_integer_literal(literal: &str) -> bool {
+    let digits = literal.strip_prefix('-').unwrap_or(literal);
+    match digits.as_bytes() {
+        [b'0'] => true,
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+/// Returns the JSON pointer and literal of the first number in `value`
+/// (keys visited in canonical order) that is not an integer literal.
+pub fn find_non_integer(value: &JsonText) -> Option<(String, String)> {
+    match to_canonical_vec(value, NumberPolicy::IntegersOnly) {
+        Err(NotCanonical::NonInteger { path, literal }) => Some((path, literal)),
+        _ => None,
+    }
 }
 
 /// Writes `value` canonically.
-pub fn to_canonical_vec(value: &Value, policy: NumberPolicy) -> Result<Vec<u8>, NotCanonical> {
-    if policy == NumberPolicy::IntegersOnly
-        && let Some(path) = find_non_integer(value)
-    {
-        return Err(NotCanonical { path });
-    }
-    // Writing into a Vec cannot fail and every key is a string.
-    Ok(serde_json::to_vec(&Sorted(value)).expect("serialising a JSON value"))
+pub fn to_canonical_vec(value: &JsonText, policy: NumberPolicy) -> Result<Vec<u8>, NotCanonical> {
+    to_canonical_string(value, policy).map(String::into_bytes)
 }
 
 /// Writes `value` canonically as a string.
-pub fn to_canonical_string(value: &Value, policy: NumberPolicy) -> Result<String, NotCanonical> {
-    to_canonical_vec(value, policy)
-        .map(|bytes| String::from_utf8(bytes).expect("serde_json writes UTF-8"))
+pub fn to_canonical_string(value: &JsonText, policy: NumberPolicy) -> Result<String, NotCanonical> {
+    let mut writer = Writer {
+        policy,
+        out: String::with_capacity(value.as_str().len()),
+        path: String::new(),
+    };
+    writer.value(value.as_raw())?;
+    Ok(writer.out)
 }
 
-/// Serialises a JSON value with object keys sorted at every depth, whatever
-/// order the underlying map keeps (serde_json's `preserve_order` feature may be
-/// switched on by another crate in the build).
-#[derive(Debug, Clone, Copy)]
-pub struct Sorted<'a>(pub &'a Value);
+struct Writer {
+    policy: NumberPolicy,
+    out: String,
+    /// JSON pointer of the value being written, for errors.
+    path: String,
+}
 
-impl Serialize for Sorted<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::Array(items) => {
-                let mut seq = serializer.serialize_seq(Some(items.len()))?;
-                for item in items {
-                    seq.serialize_element(&Sorted(item))?;
+impl Writer {
+    fn value(&mut self, raw: &RawValue) -> Result<(), NotCanonical> {
+        let node = node(raw).map_err(|_| NotCanonical::Undecodable {
+            path: self.path.clone(),
+        })?;
+        match node {
+            Node::Literal(text) => self.out.push_str(text),
+            Node::Number(literal) => {
+                if self.policy == NumberPolicy::IntegersOnly && !is_integer_literal(literal) {
+                    return Err(NotCanonical::NonInteger {
+                        path: self.path.clone(),
+                        literal: literal.to_owned(),
+                    });
                 }
-                seq.end()
+                self.out.push_str(literal);
             }
-            Value::Object(object) => {
-                let mut entries: Vec<(&String, &Value)> = object.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                let mut map = serializer.serialize_map(Some(entries.len()))?;
-                for (k, v) in entries {
-                    map.serialize_entry(k, &Sorted(v))?;
+            Node::String(s) => push_go_string(&mut self.out, &s),
+            Node::Array(items) => {
+                self.out.push('[');
+                for (i, item) in items.into_iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(',');
+                    }
+                    self.nested(&i.to_string(), item)?;
                 }
-                map.end()
+                self.out.push(']');
             }
-            scalar => scalar.serialize(serializer),
+            Node::Object(members) => {
+                // Sorted by bytes; a later repeated key replaces an earlier one.
+                let sorted: BTreeMap<String, &RawValue> = members.into_iter().collect();
+                self.out.push('{');
+                for (i, (key, item)) in sorted.into_iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(',');
+                    }
+                    push_go_string(&mut self.out, &key);
+                    self.out.push(':');
+                    self.nested(&key.replace('~', "~0").replace('/', "~1"), item)?;
+                }
+                self.out.push('}');
+            }
         }
+        Ok(())
+    }
+
+    /// Writes `raw`, a member or element named `token` in the JSON pointer.
+    fn nested(&mut self, token: &str, raw: &RawValue) -> Result<(), NotCanonical> {
+        let len = self.path.len();
+        self.path.push('/');
+        self.path.push_str(token);
+        self.value(raw)?;
+        self.path.truncate(len);
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    fn canonical(text: &str, policy: NumberPolicy) -> Result<String, NotCanonical> {
+        to_canonical_string(&JsonText::parse(text).unwrap(), policy)
+    }
 
     #[test]
     fn sorts_keys_at_every_depth_and_keeps_html_characters() {
-        let v = json!({"b": {"z": 1, "a": [ {"y": "<&>", "x": null} ]}, "a": true});
+        let v = r#"{"b": {"z": 1, "a": [ {"y": "<&>", "x": null} ]}, "a": true}"#;
         assert_eq!(
-            to_canonical_string(&v, NumberPolicy::IntegersOnly).unwrap(),
+            canonical(v, NumberPolicy::IntegersOnly).unwrap(),
             r#"{"a":true,"b":{"a":[{"x":null,"y":"<&>"}],"z":1}}"#
         );
     }
 
     #[test]
-    fn refuses_fractions_when_integers_only_and_names_the_path() {
-        let v = json!({"ok": 1, "lb": {"weights": [1, 0.5]}});
-        let err = to_canonical_string(&v, NumberPolicy::IntegersOnly).unwrap_err();
-        assert_eq!(err.path, "/lb/weights/1");
+    fn refuses_fractions_when_integers_only_and_names_the_path_and_literal() {
+        let v = r#"{"ok": 1, "lb": {"weights": [1, 0.50]}}"#;
+        let err = canonical(v, NumberPolicy::IntegersOnly).unwrap_err();
         assert_eq!(
-            to_canonical_string(&v, NumberPolicy::Any).unwrap(),
-            r#"{"lb":{"weights":[1,0.5]},"ok":1}"#
+            err,
+            NotCanonical::NonInteger {
+                path: "/lb/weights/1".into(),
+                literal: "0.50".into()
+            }
+        );
+        assert_eq!(
+            canonical(v, NumberPolicy::Any).unwrap(),
+            r#"{"lb":{"weights":[1,0.50]},"ok":1}"#
         );
     }
 
     #[test]
-    fn exponent_numbers_are_not_integers() {
-        let v: Value = serde_json::from_str(r#"{"n": 1e3}"#).unwrap();
-        assert!(to_canonical_vec(&v, NumberPolicy::IntegersOnly).is_err());
-        let big: Value =
-            serde_json::from_str(r#"[18446744073709551615, -9223372036854775808]"#).unwrap();
-        assert!(to_canonical_vec(&big, NumberPolicy::IntegersOnly).is_ok());
+    fn integer_literals_are_those_without_fraction_exponent_or_leading_zero() {
+        for ok in ["0", "-0", "7", "-12", "123456789012345678901234567890"] {
+            assert!(is_integer_literal(ok), "{ok}");
+        }
+        for not in ["1e3", "1E+3", "2.0", "0.5", "01", "-", "", "+1"] {
+            assert!(!is_integer_literal(not), "{not}");
+        }
+        let big = r#"[18446744073709551616, -9223372036854775809, -0]"#;
+        assert_eq!(
+            canonical(big, NumberPolicy::IntegersOnly).unwrap(),
+            big.replace(' ', "")
+        );
+    }
+
+    #[test]
+    fn strings_are_decoded_then_written_as_go_writes_them() {
+        let v = "{\"s\":\"a\u{2028}b\u{2029}c\\u0001\\b\\f\\u007f\\/\",\"t\":\"\\u003cb\\u003e \\u0026\"}";
+        assert_eq!(
+            canonical(v, NumberPolicy::Any).unwrap(),
+            "{\"s\":\"a\\u2028b\\u2029c\\u0001\\b\\f\u{7f}/\",\"t\":\"<b> &\"}"
+        );
+    }
+
+    #[test]
+    fn the_last_of_repeated_keys_counts() {
+        let v = r#"{"a": 1, "b": 2, "a": 3}"#;
+        assert_eq!(canonical(v, NumberPolicy::Any).unwrap(), r#"{"a":3,"b":2}"#);
     }
 }

@@ -8,7 +8,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 pub use crate::bootstrap::{BootstrapData, BootstrapFormat};
+use crate::go_json::to_go_string;
+use crate::json_text::JsonText;
 use crate::names::{MANAGED_BY, TAG_KEYS, input_names};
+use crate::raw_json::{Node, node};
 use crate::{CONTRACT_VERSION, Role};
 
 /// The owning Cluster API `Cluster` (`captf_cluster`).
@@ -199,7 +202,7 @@ pub struct MachineInputs {
     pub common: CommonInputs,
     /// The cluster's `exports` output, verbatim (`{}` for an externally
     /// managed cluster).
-    pub captf_cluster_outputs: Value,
+    pub captf_cluster_outputs: JsonText,
     pub machine_name: String,
     pub bootstrap_data: BootstrapData,
     pub bootstrap_format: BootstrapFormat,
@@ -278,7 +281,7 @@ pub struct MachinePoolInputs {
     #[serde(flatten)]
     pub common: CommonInputs,
     /// The cluster's `exports` output, verbatim.
-    pub captf_cluster_outputs: Value,
+    pub captf_cluster_outputs: JsonText,
     pub machinepool_name: String,
     pub replicas: i32,
     pub bootstrap_data: BootstrapData,
@@ -375,24 +378,39 @@ impl RoleInputs {
         Ok(())
     }
 
-    /// The inputs as a JSON object (keys in whatever order the map keeps).
+    /// The inputs as a parsed JSON object (keys sorted; numbers in the
+    /// exports lose their spelling, see [`JsonText::to_value`]).
     pub fn to_value(&self) -> Value {
-        let value = match self {
-            RoleInputs::Cluster(i) => serde_json::to_value(i),
-            RoleInputs::Machine(i) => serde_json::to_value(i),
-            RoleInputs::MachinePool(i) => serde_json::to_value(i),
-        };
-        value.expect("inputs serialise to JSON")
+        self.to_json_text().to_value()
     }
 
-    /// The inputs as `(name, value)` pairs in the contract's order.
-    pub fn fields(&self) -> Vec<(&'static str, Value)> {
-        let Value::Object(mut map) = self.to_value() else {
+    /// The inputs as one JSON object: fields in the contract's order, maps
+    /// sorted, the exports as written, strings spelled as Go writes them.
+    pub fn to_json_text(&self) -> JsonText {
+        let text = match self {
+            RoleInputs::Cluster(i) => to_go_string(i),
+            RoleInputs::Machine(i) => to_go_string(i),
+            RoleInputs::MachinePool(i) => to_go_string(i),
+        };
+        JsonText::parse(&text).expect("serde_json writes valid JSON")
+    }
+
+    /// The inputs as `(name, value)` pairs in the contract's order, each
+    /// value as [`RoleInputs::to_json_text`] writes it.
+    pub fn fields(&self) -> Vec<(&'static str, JsonText)> {
+        let text = self.to_json_text();
+        let Ok(Node::Object(members)) = node(text.as_raw()) else {
             unreachable!("inputs serialise to an object")
         };
-        input_names(self.role())
+        let names = input_names(self.role());
+        debug_assert_eq!(members.len(), names.len(), "one member per input");
+        names
             .iter()
-            .map(|name| (*name, map.remove(*name).unwrap_or(Value::Null)))
+            .zip(members)
+            .map(|(name, (key, value))| {
+                debug_assert_eq!(*name, key, "inputs serialise in the contract's order");
+                (*name, JsonText::parse(value.get()).expect("valid JSON"))
+            })
             .collect()
     }
 
@@ -417,6 +435,22 @@ impl RoleInputs {
             Role::Machine => RoleInputs::Machine(serde_json::from_value(value).map_err(decode)?),
             Role::MachinePool => {
                 RoleInputs::MachinePool(serde_json::from_value(value).map_err(decode)?)
+            }
+        })
+    }
+
+    /// Reads the inputs of `role` from JSON text, as [`RoleInputs::from_value`]
+    /// does, keeping the exports exactly as written.
+    pub fn from_json(role: Role, text: &str) -> Result<RoleInputs, InputsError> {
+        let decode = |e: serde_json::Error| InputsError::Decode {
+            role,
+            message: describe_without_values(&e),
+        };
+        Ok(match role {
+            Role::Cluster => RoleInputs::Cluster(serde_json::from_str(text).map_err(decode)?),
+            Role::Machine => RoleInputs::Machine(serde_json::from_str(text).map_err(decode)?),
+            Role::MachinePool => {
+                RoleInputs::MachinePool(serde_json::from_str(text).map_err(decode)?)
             }
         })
     }

@@ -5,18 +5,22 @@
 //! - [`inputs`]: typed inputs per role; [`variables`]: user variables;
 //! - [`render`]: the generated root module and its values;
 //! - [`canonical`] and [`hash`]: canonical JSON and the versioned hashes;
+//! - [`json_text`]: JSON values kept as written (user variables, exports);
 //! - [`outputs`] and [`health`]: decoding outputs and the conditions they give;
 //! - [`names`] and [`input_specs`]: reserved names and root declarations;
 //! - [`schemas`]: the JSON Schemas of every role's inputs and outputs.
 
 mod bootstrap;
 pub mod canonical;
+mod go_json;
 pub mod hash;
 pub mod health;
 pub mod input_specs;
 pub mod inputs;
+pub mod json_text;
 pub mod names;
 pub mod outputs;
+mod raw_json;
 pub mod render;
 pub mod result;
 pub mod schemas;
@@ -24,6 +28,7 @@ pub mod variables;
 
 pub use hash::{HASH_SCHEME, approval_hash, exports_hash, inputs_hash};
 pub use inputs::RoleInputs;
+pub use json_text::JsonText;
 pub use render::{
     RenderError, RenderedRoot, parse_rendered_root, render_backend_root, render_root,
 };

@@ -10,10 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::Role;
-use crate::canonical::{NumberPolicy, find_non_integer, to_canonical_string};
+use crate::canonical::{NumberPolicy, to_canonical_string};
 use crate::hash::exports_hash;
 use crate::health::{ConditionStatus, Health, HealthState};
 use crate::inputs::Endpoint;
+use crate::json_text::JsonText;
 use crate::names::required_outputs;
 
 /// Most pool instances written to status; the rest are dropped.
@@ -136,6 +137,9 @@ impl OutputsVerdict {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RootOutputs {
     values: BTreeMap<String, Value>,
+    /// `exports` as written, when present: the one output passed on to other
+    /// modules and hashed, so its number literals and key order must survive.
+    exports: Option<JsonText>,
     absent_is_null: bool,
 }
 
@@ -153,18 +157,43 @@ impl RootOutputs {
                 .ok_or_else(|| format!("output {name:?} has no value"))?;
             values.insert(name.clone(), value.clone());
         }
-        Ok(RootOutputs {
+        Ok(RootOutputs::with_exports_text(values, true))
+    }
+
+    /// Outputs read from a state, `name → value` with each value as written
+    /// there (absent names read as null, as in
+    /// [`RootOutputs::from_output_json`]).
+    pub fn from_state_values(values: impl IntoIterator<Item = (String, JsonText)>) -> Self {
+        let mut exports = None;
+        let values = values
+            .into_iter()
+            .map(|(name, text)| {
+                if name == "exports" {
+                    exports = Some(text.clone());
+                }
+                let value = text.to_value();
+                (name, value)
+            })
+            .collect();
+        RootOutputs {
             values,
+            exports,
             absent_is_null: true,
-        })
+        }
     }
 
     /// Outputs from `name → value` pairs that list every declared output, so
     /// an absent required output is reported as missing.
     pub fn declared(values: impl IntoIterator<Item = (String, Value)>) -> Self {
+        RootOutputs::with_exports_text(values.into_iter().collect(), false)
+    }
+
+    /// Outputs whose `exports` text is written from the parsed value.
+    fn with_exports_text(values: BTreeMap<String, Value>, absent_is_null: bool) -> Self {
         RootOutputs {
-            values: values.into_iter().collect(),
-            absent_is_null: false,
+            exports: values.get("exports").map(JsonText::from_value),
+            values,
+            absent_is_null,
         }
     }
 
@@ -219,11 +248,11 @@ pub struct FailureDomain {
 pub struct ClusterOutputs {
     pub control_plane_endpoint: Option<Endpoint>,
     pub failure_domains: Vec<FailureDomain>,
-    /// `exports`, null read as `{}`.
-    pub exports: Value,
+    /// `exports` as written, null read as `{}`.
+    pub exports: JsonText,
     /// [`exports_hash`] of `exports`.
     pub exports_hash: String,
-    /// Compact canonical JSON of `exports` for `status.exports`, or `None`
+    /// Canonical JSON (numbers as written) of `exports` for `status.exports`, or `None`
     /// when it exceeds [`MAX_PUBLISHED_EXPORTS_BYTES`] (not published, a
     /// Warning event is due).
     pub published_exports: Option<String>,
@@ -609,36 +638,31 @@ pub fn decode_cluster(outputs: &RootOutputs) -> Decoded<ClusterOutputs> {
         },
     };
 
+    // Any number is accepted here; only the inputs hash of a machine or pool
+    // consuming a fraction refuses it.
     let exports = match r.slot("exports") {
         Slot::Absent => None,
-        Slot::Null => Some(Value::Object(Default::default())),
-        Slot::Set(v) => Some(v.clone()),
+        Slot::Null => Some(JsonText::empty_object()),
+        Slot::Set(_) => outputs.exports.clone(),
     };
-    let exports = exports.and_then(|e| match find_non_integer(&e) {
-        Some(path) => {
-            r.invalid(
-                "exports",
-                format!(
-                    "non-integer number at {path} cannot be hashed; export integers or strings"
-                ),
-            );
+    let exports = exports.and_then(|e| match hashed_exports(&e) {
+        Ok((hash, compact)) => Some((e, hash, compact)),
+        Err(why) => {
+            r.invalid("exports", why);
             None
         }
-        None => Some(e),
     });
 
     let health = decode_health(&mut r);
     let verdict = r.verdict();
     let outputs = match (endpoint, failure_domains, exports, &health) {
-        (Some(endpoint), Some(failure_domains), Some(exports), Some(health))
+        (Some(endpoint), Some(failure_domains), Some((exports, hash, compact)), Some(health))
             if verdict.writable() =>
         {
-            let compact = to_canonical_string(&exports, NumberPolicy::IntegersOnly)
-                .expect("exports checked for integers");
             Some(ClusterOutputs {
                 control_plane_endpoint: endpoint,
                 failure_domains,
-                exports_hash: exports_hash(&exports).expect("exports checked for integers"),
+                exports_hash: hash,
                 published_exports: (compact.len() <= MAX_PUBLISHED_EXPORTS_BYTES)
                     .then_some(compact),
                 exports,
@@ -652,6 +676,14 @@ pub fn decode_cluster(outputs: &RootOutputs) -> Decoded<ClusterOutputs> {
         health,
         verdict,
     }
+}
+
+/// The exports hash and canonical text of `exports`, or why they have none.
+fn hashed_exports(exports: &JsonText) -> Result<(String, String), String> {
+    let unhashable = |e: &dyn std::fmt::Display| format!("cannot be hashed: {e}");
+    let hash = exports_hash(exports.as_str()).map_err(|e| unhashable(&e))?;
+    let compact = to_canonical_string(exports, NumberPolicy::Any).map_err(|e| unhashable(&e))?;
+    Ok((hash, compact))
 }
 
 fn decode_endpoint(v: &Value) -> Result<Endpoint, String> {

@@ -6,14 +6,16 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::Role;
-use crate::canonical::Sorted;
+use crate::go_json::{compact, indent, push_go_string};
 use crate::input_specs::input_specs;
 use crate::inputs::{InputsError, RoleInputs};
+use crate::json_text::JsonText;
 use crate::names::{input_names, required_outputs};
+use crate::raw_json::{Node, node};
 use crate::variables::{UserVariable, UserVariables, VariableError};
 
 /// File name of the generated root module.
@@ -120,17 +122,23 @@ struct OutputBlock {
     sensitive: bool,
 }
 
-/// An object written in the given key order, values sorted inside.
-struct Ordered<'a>(Vec<(&'a str, &'a Value)>);
-
-impl Serialize for Ordered<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            map.serialize_entry(k, &Sorted(v))?;
+/// The values file: an object with the members in the order given, each
+/// value as written, indented as Go's JSON encoder indents (two spaces, a
+/// trailing newline).
+fn values_file(members: &[(&str, &JsonText)]) -> String {
+    let mut compact = String::from("{");
+    for (i, (name, value)) in members.iter().enumerate() {
+        if i > 0 {
+            compact.push(',');
         }
-        map.end()
+        push_go_string(&mut compact, name);
+        compact.push(':');
+        compact.push_str(value.as_str());
     }
+    compact.push('}');
+    let mut out = indent(&compact);
+    out.push('\n');
+    out
 }
 
 /// Pretty JSON with two-space indentation and a trailing newline.
@@ -197,17 +205,17 @@ pub fn render_root(
     };
 
     let fields = inputs.fields();
-    let mut values: Vec<(&str, &Value)> = fields.iter().map(|(k, v)| (*k, v)).collect();
+    let mut values: Vec<(&str, &JsonText)> = fields.iter().map(|(k, v)| (*k, v)).collect();
     if !variables.is_empty() {
-        // With user variables every key is sorted; without, the contract's
-        // order is kept.
+        // With user variables the top-level keys are sorted; without, the
+        // contract's order is kept. Values keep their own order inside.
         values.extend(variables.iter().map(|(k, v)| (k, &v.value)));
         values.sort_by(|a, b| a.0.cmp(b.0));
     }
 
     let rendered = RenderedRoot {
         main_tf_json: pretty(&main),
-        tfvars_json: pretty(&Ordered(values)),
+        tfvars_json: values_file(&values),
     };
     let size = rendered.size();
     if size > MAX_RENDERED_BYTES {
@@ -260,27 +268,35 @@ pub fn parse_rendered_root(
     role: Role,
     root: &RenderedRoot,
 ) -> Result<(RoleInputs, UserVariables), ParseRootError> {
-    let object = |file: &'static str, text: &str| match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err(ParseRootError::NotAnObject { file }),
+    let main = match serde_json::from_str::<Value>(&root.main_tf_json) {
+        Ok(Value::Object(map)) => map,
+        _ => return Err(ParseRootError::NotAnObject { file: MAIN_TF_JSON }),
     };
-    let main = object(MAIN_TF_JSON, &root.main_tf_json)?;
-    let mut values = object(TFVARS_JSON, &root.tfvars_json)?;
+    // The values are read as written (only the indentation is dropped), so
+    // numbers keep their literal text and the inputs re-hash exactly as they
+    // were hashed.
+    let mut values = top_level_members(&root.tfvars_json)?;
     let declared = main
         .get("variable")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
 
-    let mut inputs = serde_json::Map::new();
-    for name in input_names(role) {
+    let mut inputs = String::from("{");
+    for (i, name) in input_names(role).iter().enumerate() {
         let value = values.remove(*name).ok_or(ParseRootError::MissingInput {
             file: TFVARS_JSON,
             name,
         })?;
-        inputs.insert((*name).to_owned(), value);
+        if i > 0 {
+            inputs.push(',');
+        }
+        push_go_string(&mut inputs, name);
+        inputs.push(':');
+        inputs.push_str(&compact(value.get()));
     }
-    let inputs = RoleInputs::from_value(role, Value::Object(inputs))?;
+    inputs.push('}');
+    let inputs = RoleInputs::from_json(role, &inputs)?;
 
     let mut variables = BTreeMap::new();
     for (name, value) in values {
@@ -288,9 +304,21 @@ pub fn parse_rendered_root(
             return Err(ParseRootError::UndeclaredVariable { name });
         };
         let sensitive = block.get("sensitive") == Some(&Value::Bool(true));
+        let value = JsonText::parse(&compact(value.get())).expect("a member of valid JSON");
         variables.insert(name, UserVariable { value, sensitive });
     }
     let variables = UserVariables::from_map_unchecked(variables);
     variables.check(role)?;
     Ok((inputs, variables))
+}
+
+/// The members of the values file by name, each as written (the last of a
+/// repeated name counts).
+fn top_level_members(text: &str) -> Result<BTreeMap<String, &RawValue>, ParseRootError> {
+    let not_an_object = ParseRootError::NotAnObject { file: TFVARS_JSON };
+    let raw: &RawValue = serde_json::from_str(text).map_err(|_| not_an_object.clone())?;
+    match node(raw) {
+        Ok(Node::Object(members)) => Ok(members.into_iter().collect()),
+        _ => Err(not_an_object),
+    }
 }

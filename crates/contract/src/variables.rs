@@ -4,16 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use crate::Role;
+use crate::json_text::JsonText;
 use crate::names::{VariableNameError, check_user_variable_name};
 
 /// One merged user variable.
 #[derive(Clone, PartialEq)]
 pub struct UserVariable {
-    /// The value, passed to the module as is.
-    pub value: Value,
+    /// The value as written in its source, passed to the module and hashed
+    /// with its number literals unchanged.
+    pub value: JsonText,
     /// True when the winning value came from a Secret; the root then declares
     /// the variable `sensitive`.
     pub sensitive: bool,
@@ -55,7 +55,7 @@ impl UserVariables {
         &mut self,
         role: Role,
         name: &str,
-        value: Value,
+        value: JsonText,
         sensitive: bool,
     ) -> Result<(), VariableError> {
         check_user_variable_name(role, name)?;
@@ -73,7 +73,7 @@ impl UserVariables {
         sensitive: bool,
     ) -> Result<(), VariableError> {
         check_user_variable_name(role, name)?;
-        let value = serde_json::from_str(json).map_err(|_| VariableError::Value {
+        let value = JsonText::parse(json).map_err(|_| VariableError::Value {
             name: name.to_owned(),
         })?;
         self.insert(role, name, value, sensitive)
@@ -132,7 +132,7 @@ mod tests {
     #[test]
     fn later_insert_wins_and_debug_hides_values() {
         let mut vars = UserVariables::new();
-        vars.insert(Role::Cluster, "size", Value::from(1), false)
+        vars.insert(Role::Cluster, "size", JsonText::parse("1").unwrap(), false)
             .unwrap();
         vars.insert_json(Role::Cluster, "size", "\"s3cr3t\"", true)
             .unwrap();
@@ -145,7 +145,7 @@ mod tests {
     fn reserved_names_are_refused() {
         let mut vars = UserVariables::new();
         let err = vars
-            .insert(Role::MachinePool, "node_labels", Value::Null, false)
+            .insert(Role::MachinePool, "node_labels", JsonText::null(), false)
             .unwrap_err();
         assert!(matches!(
             err,

@@ -69,11 +69,11 @@ fn hashes_match_golden_file() {
                 RoleInputs::MachinePool(pool) => {
                     let a = approval_hash(common::IMAGE, pool, &vars).unwrap();
                     writeln!(out, "{role}-{variant} approval {a}").unwrap();
-                    let e = exports_hash(&pool.captf_cluster_outputs).unwrap();
+                    let e = exports_hash(pool.captf_cluster_outputs.as_str()).unwrap();
                     writeln!(out, "{role}-{variant} exports {e}").unwrap();
                 }
                 RoleInputs::Machine(m) => {
-                    let e = exports_hash(&m.captf_cluster_outputs).unwrap();
+                    let e = exports_hash(m.captf_cluster_outputs.as_str()).unwrap();
                     writeln!(out, "{role}-{variant} exports {e}").unwrap();
                 }
                 RoleInputs::Cluster(_) => {}
@@ -114,7 +114,7 @@ fn main_tf_json_depends_on_variable_names_and_sensitivity_only() {
             vars.insert(
                 role,
                 name,
-                serde_json::json!({"other": [1, 2]}),
+                serde_json::json!({"other": [1, 2]}).into(),
                 var.sensitive,
             )
             .unwrap();

@@ -1,12 +1,12 @@
 //! Output decoding: every `OutputsValid` reason, their precedence, defaults
 //! and normalisation.
 
-use captf_contract::Role;
 use captf_contract::health::{ConditionStatus, HealthState};
 use captf_contract::outputs::{
     AddressType, MAX_POOL_INSTANCES, MachineContext, OutputsReason as R, RootOutputs, decode,
     decode_cluster, decode_machine, decode_machinepool,
 };
+use captf_contract::{JsonText, Role, exports_hash};
 use serde_json::{Value, json};
 
 fn healthy() -> Value {
@@ -124,7 +124,7 @@ fn cluster_nulls_read_as_defaults_not_pending() {
     let c = c.outputs.unwrap();
     assert_eq!(c.control_plane_endpoint, None);
     assert!(c.failure_domains.is_empty());
-    assert_eq!(c.exports, json!({}));
+    assert_eq!(c.exports.as_str(), "{}");
     assert_eq!(c.published_exports.as_deref(), Some("{}"));
 }
 
@@ -197,15 +197,6 @@ fn every_reason_and_its_status() {
                 )))
                 .verdict
                 .reason()
-            }),
-        ),
-        (
-            "fractional exports",
-            R::OutputsInvalid,
-            Box::new(|| {
-                decode_cluster(&outputs(with(cluster_ok(), "exports", json!({"w": 0.5}))))
-                    .verdict
-                    .reason()
             }),
         ),
         (
@@ -538,6 +529,35 @@ fn large_exports_are_valid_but_not_published() {
     let out = d.outputs.unwrap();
     assert_eq!(out.published_exports, None);
     assert!(out.exports_hash.starts_with("h2:"));
+}
+
+#[test]
+fn exports_keep_every_number_as_written() {
+    // Fractions, exponents and long integers are valid exports: only the
+    // inputs hash of a machine or pool consuming them refuses fractions.
+    let exports = r#"{"w": 0.50, "n": 123456789012345678901234567890, "e": 1E+3}"#;
+    let values = cluster_ok()
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| *name != "exports")
+        .map(|(name, value)| (name.clone(), JsonText::from(value)))
+        .chain([("exports".to_owned(), JsonText::parse(exports).unwrap())])
+        .collect::<Vec<_>>();
+    let d = decode_cluster(&RootOutputs::from_state_values(values));
+    assert_eq!(
+        d.verdict.reason(),
+        R::OutputsValid,
+        "{}",
+        d.verdict.message()
+    );
+    let out = d.outputs.unwrap();
+    assert_eq!(out.exports.as_str(), exports);
+    assert_eq!(out.exports_hash, exports_hash(exports).unwrap());
+    assert_eq!(
+        out.published_exports.as_deref(),
+        Some(r#"{"e":1E+3,"n":123456789012345678901234567890,"w":0.50}"#)
+    );
 }
 
 #[test]

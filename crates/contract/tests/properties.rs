@@ -9,7 +9,7 @@ use captf_contract::inputs::{
     Autoscaling, BootstrapData, BootstrapFormat, ClusterInputs, ClusterNetwork, ClusterRef,
     CommonInputs, Endpoint, MachineInputs, MachinePoolInputs, RoleInputs,
 };
-use captf_contract::{Role, UserVariables, approval_hash, inputs_hash};
+use captf_contract::{JsonText, Role, UserVariables, approval_hash, inputs_hash};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Value, json};
@@ -110,7 +110,7 @@ fn format() -> impl Strategy<Value = BootstrapFormat> {
 fn machine() -> impl Strategy<Value = MachineInputs> {
     (
         common(Role::Machine),
-        json_value(),
+        json_value().prop_map(JsonText::from),
         name(),
         bootstrap(),
         format(),
@@ -149,7 +149,7 @@ fn pool() -> impl Strategy<Value = MachinePoolInputs> {
     (
         (
             common(Role::MachinePool),
-            json_value(),
+            json_value().prop_map(JsonText::from),
             name(),
             0..20i32,
             bootstrap(),
@@ -311,8 +311,8 @@ fn approval(inputs: &RoleInputs) -> String {
     approval_hash(common::IMAGE, p, &UserVariables::new()).unwrap()
 }
 
-fn integers_only(v: &Value) -> bool {
-    captf_contract::canonical::find_non_integer(v).is_none()
+fn integers_only(text: &JsonText) -> bool {
+    captf_contract::canonical::find_non_integer(text).is_none()
 }
 
 // ---------- properties ----------
@@ -322,32 +322,31 @@ proptest! {
 
     #[test]
     fn canonical_json_ignores_key_order(v in json_value()) {
-        let canonical = to_canonical_string(&v, NumberPolicy::IntegersOnly).unwrap();
-        let reordered: Value = serde_json::from_str(&reversed_text(&v)).unwrap();
+        let canonical = to_canonical_string(&JsonText::from(&v), NumberPolicy::IntegersOnly).unwrap();
+        let reordered = JsonText::parse(&reversed_text(&v)).unwrap();
         prop_assert_eq!(&to_canonical_string(&reordered, NumberPolicy::IntegersOnly).unwrap(), &canonical);
         // Canonical text is a fixed point.
-        let again: Value = serde_json::from_str(&canonical).unwrap();
+        let again = JsonText::parse(&canonical).unwrap();
         prop_assert_eq!(to_canonical_string(&again, NumberPolicy::IntegersOnly).unwrap(), canonical);
     }
 
     #[test]
     fn hashes_are_stable_across_copies_and_stored_records(inputs in any_inputs()) {
-        prop_assume!(integers_only(&inputs.to_value()));
+        prop_assume!(integers_only(&inputs.to_json_text()));
         let h = hash(&inputs);
         prop_assert_eq!(&hash(&inputs.clone()), &h);
         // Read back from the stored values (as a durable record is), the
         // inputs hash the same.
         let rendered = captf_contract::render_root(&inputs, &UserVariables::new());
         if let Ok(rendered) = rendered {
-            let stored: Value = serde_json::from_str(&rendered.tfvars_json).unwrap();
-            let back = RoleInputs::from_value(inputs.role(), stored).unwrap();
+            let back = RoleInputs::from_json(inputs.role(), &rendered.tfvars_json).unwrap();
             prop_assert_eq!(hash(&back), h);
         }
     }
 
     #[test]
     fn inputs_hash_changes_when_any_input_changes(inputs in any_inputs(), at in any::<Index>()) {
-        prop_assume!(integers_only(&inputs.to_value()));
+        prop_assume!(integers_only(&inputs.to_json_text()));
         let Some((path, other)) = edited(&inputs, at) else {
             return Err(TestCaseError::reject("no valid edit at that point"));
         };
@@ -362,19 +361,19 @@ proptest! {
 
     #[test]
     fn image_and_variables_are_covered(inputs in any_inputs(), value in json_value(), sensitive in any::<bool>()) {
-        prop_assume!(integers_only(&inputs.to_value()));
+        prop_assume!(integers_only(&inputs.to_json_text()));
         let none = UserVariables::new();
         let base = inputs_hash(common::IMAGE, &inputs, &none).unwrap();
         prop_assert_ne!(inputs_hash("registry.example/other:v2", &inputs, &none).unwrap(), base.clone());
         let mut vars = UserVariables::new();
-        vars.insert(inputs.role(), "extra", value.clone(), sensitive).unwrap();
+        vars.insert(inputs.role(), "extra", JsonText::from(&value), sensitive).unwrap();
         let with_var = inputs_hash(common::IMAGE, &inputs, &vars).unwrap();
         prop_assert_ne!(&with_var, &base);
         let mut flipped = UserVariables::new();
-        flipped.insert(inputs.role(), "extra", value.clone(), !sensitive).unwrap();
+        flipped.insert(inputs.role(), "extra", JsonText::from(&value), !sensitive).unwrap();
         prop_assert_ne!(&inputs_hash(common::IMAGE, &inputs, &flipped).unwrap(), &with_var);
         let mut changed = UserVariables::new();
-        changed.insert(inputs.role(), "extra", json!({"wrapped": value}), sensitive).unwrap();
+        changed.insert(inputs.role(), "extra", json!({"wrapped": value}).into(), sensitive).unwrap();
         prop_assert_ne!(&inputs_hash(common::IMAGE, &inputs, &changed).unwrap(), &with_var);
     }
 
@@ -417,7 +416,7 @@ proptest! {
 #[test]
 fn non_integer_exports_cannot_be_hashed() {
     let mut m = common::machine_full();
-    m.captf_cluster_outputs = json!({"lb": {"weight": 0.5}});
+    m.captf_cluster_outputs = JsonText::parse(r#"{"lb": {"weight": 0.5}}"#).unwrap();
     let err = inputs_hash(common::IMAGE, &m.into(), &UserVariables::new()).unwrap_err();
     assert!(
         err.to_string().contains("/captf_cluster_outputs/lb/weight"),
@@ -425,8 +424,13 @@ fn non_integer_exports_cannot_be_hashed() {
     );
     // User variables are hashed as given, fractions included.
     let mut vars = UserVariables::new();
-    vars.insert(Role::Cluster, "ratio", json!(0.5), false)
-        .unwrap();
+    vars.insert(
+        Role::Cluster,
+        "ratio",
+        JsonText::parse("0.5").unwrap(),
+        false,
+    )
+    .unwrap();
     let cluster: RoleInputs = common::cluster_full().into();
     assert!(inputs_hash(common::IMAGE, &cluster, &vars).is_ok());
 }

@@ -54,7 +54,7 @@ fn refuses_reserved_variable_names_without_echoing_values() {
     vars.insert(
         "machine_name".to_owned(),
         captf_contract::variables::UserVariable {
-            value: json!("hunter2"),
+            value: json!("hunter2").into(),
             sensitive: true,
         },
     );
@@ -76,8 +76,13 @@ fn size_limit_counts_both_files() {
     // byte over. Adding it costs its value plus fixed overhead in both files.
     let probe = |len: usize| {
         let mut vars = UserVariables::new();
-        vars.insert(Role::Cluster, "blob", Value::from("a".repeat(len)), false)
-            .unwrap();
+        vars.insert(
+            Role::Cluster,
+            "blob",
+            Value::from("a".repeat(len)).into(),
+            false,
+        )
+        .unwrap();
         render_root(&inputs, &vars)
     };
     let overhead = probe(0).unwrap().size();

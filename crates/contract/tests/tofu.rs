@@ -192,7 +192,8 @@ fn cluster_roots_apply_and_give_valid_outputs() {
         assert_eq!(out.failure_domains.len(), 1);
         assert_eq!(out.failure_domains[0].name, "fd1");
         assert!(out.failure_domains[0].control_plane);
-        let backend = out.exports["backend_id"].as_str().unwrap();
+        let exports = out.exports.to_value();
+        let backend = exports["backend_id"].as_str().unwrap();
         assert!(backend.starts_with("noop-backend-") && backend.len() > "noop-backend-".len());
         assert!(out.published_exports.is_some());
         assert_eq!(infrastructure_healthy(Some(&out.health)).reason, "Healthy");
@@ -310,8 +311,13 @@ fn machinepool_roots_apply_and_give_valid_outputs() {
 fn forced_health_and_member_states_reach_the_decoder() {
     // A machine forced to degraded.
     let mut vars = UserVariables::new();
-    vars.insert(Role::Machine, "noop_health_state", json!("degraded"), false)
-        .unwrap();
+    vars.insert(
+        Role::Machine,
+        "noop_health_state",
+        json!("degraded").into(),
+        false,
+    )
+    .unwrap();
     let inputs = common::inputs(Role::Machine, "minimal");
     let (_ws, outputs) = applied(Role::Machine, &inputs, &vars);
     let decoded = decode_machine(&outputs, &MachineContext::default());
@@ -330,7 +336,7 @@ fn forced_health_and_member_states_reach_the_decoder() {
     vars.insert(
         Role::MachinePool,
         "noop_instance_state",
-        json!("stopped"),
+        json!("stopped").into(),
         false,
     )
     .unwrap();
@@ -355,7 +361,7 @@ fn forced_health_and_member_states_reach_the_decoder() {
     vars.insert(
         Role::MachinePool,
         "noop_instance_state",
-        json!("pending"),
+        json!("pending").into(),
         false,
     )
     .unwrap();
@@ -371,8 +377,13 @@ fn forced_health_and_member_states_reach_the_decoder() {
 #[test]
 fn forced_apply_failure_fails_after_creating_the_resource() {
     let mut vars = UserVariables::new();
-    vars.insert(Role::MachinePool, "noop_fail_apply", json!(true), false)
-        .unwrap();
+    vars.insert(
+        Role::MachinePool,
+        "noop_fail_apply",
+        json!(true).into(),
+        false,
+    )
+    .unwrap();
     let inputs = common::inputs(Role::MachinePool, "minimal");
     let ws = Workspace::new(Role::MachinePool, &render_root(&inputs, &vars).unwrap());
     ws.init_and_validate();

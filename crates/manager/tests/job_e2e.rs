@@ -75,7 +75,7 @@ fn pool_inputs(namespace: &str) -> MachinePoolInputs {
             namespace,
             None,
         ),
-        captf_cluster_outputs: serde_json::json!({"backend_id": "noop-backend"}),
+        captf_cluster_outputs: serde_json::json!({"backend_id": "noop-backend"}).into(),
         machinepool_name: "pool-a".into(),
         replicas: 3,
         bootstrap_data: BootstrapData::from_bytes(b"#cloud-config\n"),

@@ -60,7 +60,7 @@ pub fn cluster_full() -> ClusterInputs {
 pub fn machine_minimal() -> MachineInputs {
     MachineInputs {
         common: common(Role::Machine, "prod-md-0-abcde", None),
-        captf_cluster_outputs: json!({}),
+        captf_cluster_outputs: json!({}).into(),
         machine_name: "prod-md-0-abcde".into(),
         bootstrap_data: BootstrapData::from_bytes(b"{}"),
         bootstrap_format: BootstrapFormat::Ignition,
@@ -79,7 +79,8 @@ pub fn machine_full() -> MachineInputs {
             "subnets": ["a", "b"],
             "backend_id": "noop-backend-<lb>&1",
             "ports": {"api": 6443}
-        }),
+        })
+        .into(),
         machine_name: "prod-cp-x7k2p".into(),
         bootstrap_data: BootstrapData::from_bytes(b"#cloud-config"),
         bootstrap_format: BootstrapFormat::CloudConfig,
@@ -92,7 +93,7 @@ pub fn machine_full() -> MachineInputs {
 pub fn pool_minimal() -> MachinePoolInputs {
     MachinePoolInputs {
         common: common(Role::MachinePool, "prod-pool-0", None),
-        captf_cluster_outputs: json!({}),
+        captf_cluster_outputs: json!({}).into(),
         machinepool_name: "prod-pool-0".into(),
         replicas: 0,
         bootstrap_data: BootstrapData::from_bytes(b"{}"),
@@ -108,7 +109,7 @@ pub fn pool_minimal() -> MachinePoolInputs {
 pub fn pool_full() -> MachinePoolInputs {
     MachinePoolInputs {
         common: common(Role::MachinePool, "prod-pool-1", Some("prod-pool")),
-        captf_cluster_outputs: json!({"backend_id": "noop-backend-smoke"}),
+        captf_cluster_outputs: json!({"backend_id": "noop-backend-smoke"}).into(),
         machinepool_name: "prod-pool-1".into(),
         replicas: 12,
         bootstrap_data: BootstrapData::from_bytes(b"#cloud-config\n"),
@@ -146,12 +147,12 @@ pub fn inputs(role: Role, variant: &str) -> RoleInputs {
 pub fn variables(role: Role, variant: &str) -> UserVariables {
     let mut vars = UserVariables::new();
     if variant == "full" {
-        vars.insert(role, "noop_health_state", json!("running"), false)
+        vars.insert(role, "noop_health_state", json!("running").into(), false)
             .unwrap();
-        vars.insert(role, "noop_fail_apply", json!(false), true)
+        vars.insert(role, "noop_fail_apply", json!(false).into(), true)
             .unwrap();
         if role == Role::MachinePool {
-            vars.insert(role, "noop_instance_state", json!("running"), false)
+            vars.insert(role, "noop_instance_state", json!("running").into(), false)
                 .unwrap();
         }
     }

@@ -231,7 +231,8 @@ pub fn writes(
     });
     let exports = match r.outputs {
         None => ExportsWrite::Keep,
-        Some(o) if o.published_exports.is_some() => ExportsWrite::Publish(o.exports.clone()),
+        // The apiserver keeps parsed JSON, so the value is published parsed.
+        Some(o) if o.published_exports.is_some() => ExportsWrite::Publish(o.exports.to_value()),
         Some(_) => ExportsWrite::ClearTooLarge,
     };
     let provisioned = r.provisioned
@@ -626,7 +627,7 @@ mod tests {
                 control_plane: true,
                 attributes: BTreeMap::new(),
             }],
-            exports: serde_json::json!({"vcn_id": "ocid1.vcn"}),
+            exports: serde_json::json!({"vcn_id": "ocid1.vcn"}).into(),
             exports_hash: "h2:x".into(),
             published_exports: Some("{\"vcn_id\":\"ocid1.vcn\"}".into()),
             health: Health {

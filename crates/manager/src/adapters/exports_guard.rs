@@ -9,7 +9,7 @@
 
 use std::time::SystemTime;
 
-use serde_json::Value;
+use captf_contract::JsonText;
 
 use crate::engine::history::Outcome;
 
@@ -19,7 +19,7 @@ pub enum AppliedExports {
     /// The pool never applied: its first apply is no exports change.
     Never,
     /// The exports and their hash.
-    Recorded { hash: String, value: Value },
+    Recorded { hash: String, value: JsonText },
     /// Only `captf.io/applied-cluster-outputs-hash`: the value did not fit
     /// the record. Changes stay guarded, but none can be held.
     HashOnly { hash: String },
@@ -43,9 +43,9 @@ pub struct Baseline<'a> {
     /// The exports rendered by the applied record (the newest successful
     /// apply), with their hash, and whether that record's inputs hash is
     /// the state's: only then is it provably what the state was made from.
-    pub applied_record: Option<(&'a str, &'a Value, bool)>,
+    pub applied_record: Option<(&'a str, &'a JsonText, bool)>,
     /// The attempt record's `applied-cluster-outputs.json`, if it holds one.
-    pub recorded_value: Option<&'a Value>,
+    pub recorded_value: Option<&'a JsonText>,
     /// The attempt record's `captf.io/applied-cluster-outputs-hash`.
     pub recorded_hash: Option<&'a str>,
     pub ever_applied: bool,
@@ -122,7 +122,7 @@ pub enum Verdict {
     Guarded { approved: bool },
     /// The change waits for approval after `job` blocked; render the
     /// exports last applied meanwhile.
-    Held { job: String, exports: Value },
+    Held { job: String, exports: JsonText },
     /// The change waits for approval after `job` blocked and cannot be
     /// held: nothing applies until it is approved or the inputs move on.
     Waiting { job: String, why: Unholdable },
@@ -232,14 +232,14 @@ mod tests {
     fn recorded(hash: &str) -> AppliedExports {
         AppliedExports::Recorded {
             hash: hash.into(),
-            value: json!({"backend_id": hash}),
+            value: json!({"backend_id": hash}).into(),
         }
     }
 
     #[test]
     fn the_baseline_comes_from_the_first_source_that_proves_it() {
-        let value = json!({"subnet": "a"});
-        let other = json!({"subnet": "b"});
+        let value: JsonText = json!({"subnet": "a"}).into();
+        let other: JsonText = json!({"subnet": "b"}).into();
         let rows: Vec<(&str, Baseline<'_>, AppliedExports)> = vec![
             (
                 "applied record matching the state",
@@ -382,7 +382,7 @@ mod tests {
         let hash_only = AppliedExports::HashOnly { hash: "E1".into() };
         let held = Verdict::Held {
             job: "g".into(),
-            exports: json!({"backend_id": "E1"}),
+            exports: json!({"backend_id": "E1"}).into(),
         };
         let rows: Vec<(&str, GuardInput<'_>, Verdict)> = vec![
             (
@@ -501,7 +501,7 @@ mod tests {
     fn the_blocked_message_names_the_job_and_the_approval_command() {
         let v = Verdict::Held {
             job: "captf-mp-pool-apply-a2-abc123".into(),
-            exports: json!({}),
+            exports: json!({}).into(),
         };
         let m = blocked_message("pool-a", "ns", &v, "h2:feed");
         assert!(m.contains("Job captf-mp-pool-apply-a2-abc123"), "{m}");

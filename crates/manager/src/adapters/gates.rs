@@ -4,9 +4,9 @@
 
 use captf_api::TerraformCluster;
 use captf_api::names::{annotations, reasons};
+use captf_contract::JsonText;
 use captf_contract::inputs::{BootstrapData, BootstrapFormat};
 use captf_contract::outputs::ClusterOutputs;
-use serde_json::Value;
 
 use super::{annotation, condition};
 use crate::engine::job_conditions::ConditionValue;
@@ -52,14 +52,14 @@ pub(crate) fn waiting(reason: &'static str, message: impl Into<String>) -> Condi
 pub fn exports(
     tc: &TerraformCluster,
     state: ClusterState<'_>,
-) -> Result<(Value, Vec<String>), ConditionValue> {
+) -> Result<(JsonText, Vec<String>), ConditionValue> {
     let status = tc.status.as_ref();
     if annotation(&tc.metadata, annotations::MANAGED_BY).is_some() {
         let names = status
             .and_then(|s| s.failure_domains.as_ref())
             .map(|fds| fds.iter().map(|fd| fd.name.clone()).collect())
             .unwrap_or_default();
-        return Ok((Value::Object(Default::default()), names));
+        return Ok((JsonText::empty_object(), names));
     }
     match state {
         ClusterState::Outputs(o) => Ok((

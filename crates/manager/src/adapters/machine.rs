@@ -6,12 +6,12 @@ use captf_api::TerraformCluster;
 use captf_api::common::MachineAddress;
 use captf_api::effective::EffectiveRemediation;
 use captf_api::names::{annotations, kinds, reasons};
-use captf_contract::Role;
 use captf_contract::health::{Health, infrastructure_healthy as module_health};
 use captf_contract::inputs::{
     BootstrapData, BootstrapFormat, ClusterRef, CommonInputs, MachineInputs,
 };
 use captf_contract::outputs::MachineOutputs;
+use captf_contract::{JsonText, Role};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
@@ -93,8 +93,8 @@ pub struct GateInput<'a> {
 /// What the gates let through into the inputs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dependencies {
-    /// `captf_cluster_outputs`.
-    pub exports: Value,
+    /// `captf_cluster_outputs`, as the cluster's module wrote them.
+    pub exports: JsonText,
     pub bootstrap_data: BootstrapData,
     pub bootstrap_format: BootstrapFormat,
 }

@@ -186,7 +186,7 @@ fn gates_table() {
         captf_contract::outputs::ClusterOutputs {
             control_plane_endpoint: None,
             failure_domains: vec![],
-            exports: json!({"network_id": "net-1"}),
+            exports: json!({"network_id": "net-1"}).into(),
             exports_hash: "h2:x".into(),
             published_exports: None,
             health: Health::running_healthy(),
@@ -296,7 +296,9 @@ fn gates_table() {
         ),
     ];
     for (what, input, want) in cases {
-        let got = gates(&input).map(|d| d.exports).map_err(|c| c.reason);
+        let got = gates(&input)
+            .map(|d| d.exports.to_value())
+            .map_err(|c| c.reason);
         assert_eq!(got, want, "{what}");
     }
     let d = gates(&GateInput {
@@ -314,7 +316,7 @@ fn gates_table() {
 #[test]
 fn inputs_come_from_the_machine() {
     let deps = Dependencies {
-        exports: json!({"network_id": "net-1"}),
+        exports: json!({"network_id": "net-1"}).into(),
         bootstrap_data: BootstrapData::from_bytes(b"x"),
         bootstrap_format: BootstrapFormat::CloudConfig,
     };

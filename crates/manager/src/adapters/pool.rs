@@ -6,7 +6,6 @@ use captf_api::common::{HealthState as ApiHealthState, MachineAddress, MachineAd
 use captf_api::machinepool::MachinePoolInstance;
 use captf_api::names::{annotations, kinds, reasons};
 use captf_api::{TerraformCluster, TerraformMachinePool};
-use captf_contract::Role;
 use captf_contract::health::HealthState;
 use captf_contract::inputs::{
     Autoscaling, AutoscalingAnnotations, BootstrapData, BootstrapFormat, ClusterRef, CommonInputs,
@@ -15,8 +14,8 @@ use captf_contract::inputs::{
 use captf_contract::outputs::{
     AddressType, MAX_POOL_INSTANCES, MAX_PROVIDER_IDS, MachinePoolOutputs, PoolInstance,
 };
+use captf_contract::{JsonText, Role};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::Value;
 
 use super::{
     OwnerDecision, annotation, back_reference_checks, capi_owner_ref, condition, gates,
@@ -109,8 +108,8 @@ pub struct GateInput<'a> {
 /// What the gates let through into the inputs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dependencies {
-    /// `captf_cluster_outputs`.
-    pub exports: Value,
+    /// `captf_cluster_outputs`, as the cluster's module wrote them.
+    pub exports: JsonText,
     pub cluster_failure_domains: Vec<String>,
     pub bootstrap_data: BootstrapData,
     pub bootstrap_format: BootstrapFormat,
@@ -664,7 +663,7 @@ mod tests {
                 control_plane: true,
                 attributes: BTreeMap::new(),
             }],
-            exports: serde_json::json!({"subnet": "s-1"}),
+            exports: serde_json::json!({"subnet": "s-1"}).into(),
             exports_hash: "h2:x".into(),
             published_exports: None,
             health: Health::running_healthy(),
@@ -799,7 +798,10 @@ mod tests {
         }
 
         let deps = gates(&good).unwrap();
-        assert_eq!(deps.exports, serde_json::json!({"subnet": "s-1"}));
+        assert_eq!(
+            deps.exports.to_value(),
+            serde_json::json!({"subnet": "s-1"})
+        );
         assert_eq!(deps.cluster_failure_domains, ["state-fd"]);
         assert_eq!(deps.bootstrap_data.as_base64(), "I2Nsb3VkLWNvbmZpZwo=");
         assert_eq!(deps.bootstrap_format, BootstrapFormat::CloudConfig);
@@ -808,7 +810,7 @@ mod tests {
             ..good
         })
         .unwrap();
-        assert_eq!(ext.exports, serde_json::json!({}));
+        assert_eq!(ext.exports.as_str(), "{}");
         assert_eq!(ext.cluster_failure_domains, ["status-fd"]);
         assert_eq!(
             gates(&GateInput {
@@ -876,7 +878,7 @@ mod tests {
 
     fn deps() -> Dependencies {
         Dependencies {
-            exports: serde_json::json!({"subnet": "s-1"}),
+            exports: serde_json::json!({"subnet": "s-1"}).into(),
             cluster_failure_domains: vec!["state-fd".into()],
             bootstrap_data: BootstrapData::from_bytes(b"x"),
             bootstrap_format: BootstrapFormat::Ignition,
@@ -892,7 +894,7 @@ mod tests {
         assert_eq!(base.machinepool_name, "mp-workers");
         assert_eq!(base.replicas, 3);
         assert_eq!(
-            base.captf_cluster_outputs,
+            base.captf_cluster_outputs.to_value(),
             serde_json::json!({"subnet": "s-1"})
         );
         assert_eq!(base.cluster_failure_domains, ["state-fd"]);

@@ -2,12 +2,19 @@
 //! sources in list order (a later source wins), then `spec.variables`,
 //! which win over every source. Secret-sourced variables are declared
 //! sensitive. Errors name the source and key, never a value. Pure.
+//!
+//! Values reach the module and the inputs hash as written: a `JSON`-format
+//! source's bytes are kept as they are (number literals, key order), and a
+//! `String`-format value becomes a JSON string with `<`, `>` and `&`
+//! escaped, as other implementations of the contract write it. Inline
+//! `spec.variables` arrive decoded by the apiserver and are written back as
+//! serde_json writes them.
 
 use std::collections::BTreeMap;
 
 use captf_api::common::{VariablesFormat, VariablesSource};
 use captf_api::names::reasons;
-use captf_contract::{Role, UserVariables};
+use captf_contract::{JsonText, Role, UserVariables};
 use serde_json::Value;
 
 use super::condition;
@@ -57,17 +64,17 @@ pub fn merge(
             let text = std::str::from_utf8(bytes)
                 .map_err(|_| invalid(format!("{}: the value is not UTF-8", at())))?;
             let value = if json {
-                serde_json::from_str(text)
+                JsonText::parse(text)
                     .map_err(|_| invalid(format!("{}: the value is not valid JSON", at())))?
             } else {
-                Value::String(text.to_owned())
+                JsonText::html_escaped_string(text)
             };
             vars.insert(role, key, value, sensitive)
                 .map_err(|e| invalid(format!("{}: {e}", at())))?;
         }
     }
     for (k, v) in inline.into_iter().flatten() {
-        vars.insert(role, k, v.clone(), false)
+        vars.insert(role, k, JsonText::from_value(v), false)
             .map_err(|e| invalid(format!("spec.variables.{k}: {e}")))?;
     }
     Ok(vars)
@@ -110,7 +117,7 @@ mod tests {
     fn value(vars: &UserVariables, key: &str) -> Option<(Value, bool)> {
         vars.iter()
             .find(|(k, _)| *k == key)
-            .map(|(_, v)| (v.value.clone(), v.sensitive))
+            .map(|(_, v)| (v.value.to_value(), v.sensitive))
     }
 
     #[test]
@@ -147,6 +154,31 @@ mod tests {
         assert_eq!(value(&vars, "tags").unwrap().0, json!({"team": "a"}));
         assert_eq!(value(&vars, "n").unwrap().0, json!(3));
         assert_eq!(value(&vars, "m").unwrap().0, json!("3"));
+    }
+
+    #[test]
+    fn values_keep_their_bytes_and_strings_escape_html_characters() {
+        let sources = vec![
+            (
+                cm("j", false, Some(VariablesFormat::Json)),
+                data(&[
+                    ("n", "1e3"),
+                    (
+                        "o",
+                        "{ \"b\": 0.50, \"a\": 123456789012345678901234567890 }",
+                    ),
+                ]),
+            ),
+            (secret("s"), data(&[("pw", "a<b> & \"c\"")])),
+        ];
+        let vars = merge(Role::Cluster, None, &sources).unwrap();
+        let text = |k: &str| vars.get(k).unwrap().value.as_str().to_owned();
+        assert_eq!(text("n"), "1e3");
+        assert_eq!(
+            text("o"),
+            "{ \"b\": 0.50, \"a\": 123456789012345678901234567890 }"
+        );
+        assert_eq!(text("pw"), r#""a\u003cb\u003e \u0026 \"c\"""#);
     }
 
     #[test]

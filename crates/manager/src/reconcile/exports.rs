@@ -5,8 +5,9 @@
 use captf_api::TerraformMachinePool;
 use captf_api::names::{annotations, conditions, reasons};
 use captf_contract::inputs::MachinePoolInputs;
-use captf_contract::{RoleInputs, UserVariables, approval_hash, exports_hash};
+use captf_contract::{JsonText, RoleInputs, UserVariables, approval_hash, exports_hash};
 use kube::ResourceExt;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::common::{OpenPass, Rendered};
@@ -97,10 +98,15 @@ impl ExportsGuard {
     }
 }
 
-/// `captf_cluster_outputs` as a record's values file rendered it.
-fn recorded_exports(r: &InputsRecord) -> Option<Value> {
-    let values: Value = serde_json::from_str(&r.tfvars_json).ok()?;
-    values.get("captf_cluster_outputs").cloned()
+/// `captf_cluster_outputs` as a record's values file rendered it, numbers
+/// as written.
+fn recorded_exports(r: &InputsRecord) -> Option<JsonText> {
+    #[derive(Deserialize)]
+    struct Values {
+        captf_cluster_outputs: JsonText,
+    }
+    let values: Values = serde_json::from_str(&r.tfvars_json).ok()?;
+    Some(values.captf_cluster_outputs)
 }
 
 /// Applies the guard to the built inputs (which render). Returns the
@@ -120,12 +126,12 @@ pub fn plan_guard(
     let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
     let from_applied = applied.and_then(|r| {
         let value = recorded_exports(r)?;
-        let hash = exports_hash(&value).ok()?;
+        let hash = exports_hash(value.as_str()).ok()?;
         Some((hash, value, Some(r.meta.inputs_hash.as_str()) == state_hash))
     });
-    let recorded_value: Option<Value> = attempt
+    let recorded_value: Option<JsonText> = attempt
         .and_then(|r| r.exports.applied.as_deref())
-        .and_then(|t| serde_json::from_str(t).ok());
+        .and_then(|t| JsonText::parse(t).ok());
     let known = applied_exports(&Baseline {
         applied_record: from_applied.as_ref().map(|(h, v, m)| (h.as_str(), v, *m)),
         recorded_value: recorded_value.as_ref(),
@@ -161,13 +167,14 @@ pub fn plan_guard(
             let exports = attempt
                 .filter(|r| r.meta.job.as_deref() == Some(job))
                 .and_then(recorded_exports)
-                .unwrap_or_else(|| json!(rendered));
-            partial = Some(exports.to_string());
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| json!(rendered).to_string());
+            partial = Some(exports);
         }
     }
 
     let current_exports = &built.inputs.captf_cluster_outputs;
-    let current_exports_hash = exports_hash(current_exports)
+    let current_exports_hash = exports_hash(current_exports.as_str())
         .map_err(|e| Error::Invalid(format!("spec: the cluster's exports: {e}")))?;
     let approval = approval_hash(&built.image, &built.inputs, &built.vars)
         .map_err(|e| Error::Invalid(format!("spec: the pool's inputs: {e}")))?;

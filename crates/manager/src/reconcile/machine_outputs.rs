@@ -58,7 +58,7 @@ pub fn plan_outputs(
     let provider_id_missing = state
         .outputs
         .get("provider_id")
-        .is_some_and(|o| o.value.is_null() || o.value.as_str() == Some(""));
+        .is_some_and(|o| o.value.is_null() || o.value.as_str() == "\"\"");
     OutputsPlan {
         outputs_valid: super::common::outputs_valid(&decoded.verdict),
         set_provider_id: outputs
@@ -120,7 +120,7 @@ mod tests {
         health: &str,
     ) -> StateSummary {
         let out = |v: Value| StateOutput {
-            value: v,
+            value: v.into(),
             type_: Value::Null,
             sensitive: false,
         };

@@ -128,7 +128,7 @@ async fn variables(
     Ok(match merged {
         Ok(vars) => TemplateVariables::Merged(
             vars.iter()
-                .map(|(k, v)| (k.to_owned(), v.value.clone()))
+                .map(|(k, v)| (k.to_owned(), v.value.to_value()))
                 .collect(),
         ),
         Err(c) if c.reason == captf_api::names::reasons::VARIABLES_SOURCE_NOT_FOUND => {

@@ -161,13 +161,12 @@ pub fn cluster_outputs(
 
 /// The state's root outputs, as the contract's decoders read them.
 pub fn root_outputs(state: &StateSummary) -> RootOutputs {
-    let map: serde_json::Map<String, serde_json::Value> = state
-        .outputs
-        .iter()
-        .map(|(k, o)| (k.clone(), json!({ "value": o.value })))
-        .collect();
-    RootOutputs::from_output_json(&serde_json::Value::Object(map))
-        .unwrap_or_else(|_| RootOutputs::declared(Vec::new()))
+    RootOutputs::from_state_values(
+        state
+            .outputs
+            .iter()
+            .map(|(k, o)| (k.clone(), o.value.clone())),
+    )
 }
 
 /// The `StateReadable` condition of a read.

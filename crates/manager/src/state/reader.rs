@@ -6,8 +6,10 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
+use captf_contract::JsonText;
 use flate2::read::GzDecoder;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 /// More Secrets than this is not a state the backend wrote.
 pub const MAX_CHUNKS: usize = 32;
@@ -27,7 +29,9 @@ pub struct StateSecret {
 /// A root module output as stored in state.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct StateOutput {
-    pub value: serde_json::Value,
+    /// The value as the state writes it: exports are passed on and hashed
+    /// with their number literals unchanged.
+    pub value: JsonText,
     #[serde(rename = "type", default)]
     pub type_: serde_json::Value,
     #[serde(default)]
@@ -99,6 +103,8 @@ pub fn chunk_index(base: &str, name: &str) -> Option<usize> {
 
 #[derive(Deserialize)]
 struct RawState {
+    /// Set by OpenTofu's client-side encryption.
+    encryption_version: Option<IgnoredAny>,
     version: Option<serde_json::Value>,
     #[serde(default)]
     serial: u64,
@@ -165,14 +171,26 @@ pub fn read(base_name: &str, secrets: &[StateSecret]) -> Result<StateSummary, St
             MAX_STATE_BYTES / (1024 * 1024)
         )));
     }
-    let doc: serde_json::Value = serde_json::from_slice(&json)
-        .map_err(|e| StateError::Corrupt(format!("not JSON: {}", e.classify_name())))?;
-    if doc.get("encryption_version").is_some() {
+    // Read straight from the text, so output values keep their literals.
+    let raw: RawState = match serde_json::from_slice(&json) {
+        Ok(raw) => raw,
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            return Err(if encrypted(&json) {
+                StateError::Encrypted
+            } else {
+                StateError::Corrupt("the state document has an unexpected shape".to_owned())
+            });
+        }
+        Err(e) => {
+            return Err(StateError::Corrupt(format!(
+                "not JSON: {}",
+                e.classify_name()
+            )));
+        }
+    };
+    if raw.encryption_version.is_some() {
         return Err(StateError::Encrypted);
     }
-    let raw: RawState = serde_json::from_value(doc).map_err(|_| {
-        StateError::Corrupt("the state document has an unexpected shape".to_owned())
-    })?;
     match raw.version.as_ref().and_then(|v| v.as_u64()) {
         Some(4) => {}
         _ => {
@@ -194,6 +212,16 @@ pub fn read(base_name: &str, secrets: &[StateSecret]) -> Result<StateSummary, St
         compressed_bytes: compressed.len(),
         inputs_hash: ordered[0].and_then(|s| s.inputs_hash.clone()),
     })
+}
+
+/// True when the JSON document `json` is an object with
+/// `encryption_version` (an encrypted state has no usable shape otherwise).
+fn encrypted(json: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Envelope {
+        encryption_version: Option<IgnoredAny>,
+    }
+    serde_json::from_slice::<Envelope>(json).is_ok_and(|e| e.encryption_version.is_some())
 }
 
 trait ClassifyName {
@@ -222,7 +250,7 @@ impl StateSummary {
             .iter()
             .map(|(k, v)| {
                 let out = StateOutput {
-                    value: v.clone(),
+                    value: v.into(),
                     type_: serde_json::Value::Null,
                     sensitive: false,
                 };
@@ -309,7 +337,7 @@ mod tests {
         assert_eq!(s.managed_resources, 2);
         assert_eq!(s.inputs_hash.as_deref(), Some("h2:abc"));
         assert_eq!(
-            s.outputs["endpoint"].value,
+            s.outputs["endpoint"].value.to_value(),
             json!({"host": "h", "port": 6443})
         );
         assert!(s.outputs["endpoint"].sensitive);
@@ -406,6 +434,18 @@ mod tests {
         assert_eq!(
             err,
             StateError::Corrupt("decompressed state exceeds 64 MiB".into())
+        );
+    }
+
+    #[test]
+    fn output_values_keep_their_number_literals() {
+        let text = r#"{"version":4,"outputs":{"exports":{"value":{"w":0.50,"n":123456789012345678901234567890,"e":1e3},"type":"dynamic"}}}"#;
+        let mut e = GzEncoder::new(Vec::new(), Compression::fast());
+        e.write_all(text.as_bytes()).unwrap();
+        let s = read(BASE, &[secret(BASE, &e.finish().unwrap())]).unwrap();
+        assert_eq!(
+            s.outputs["exports"].value.as_str(),
+            r#"{"w":0.50,"n":123456789012345678901234567890,"e":1e3}"#
         );
     }
 

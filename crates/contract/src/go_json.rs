@@ -1,0 +1,185 @@
+//! The JSON spelling the contract's files and hashes use, which is the one
+//! Go's `encoding/json` encoder writes with HTML escaping switched off:
+//!
+//! - strings escape `"`, `\` and control characters (`\b`, `\f`, `\n`, `\r`,
+//!   `\t`, else `\u00XX` in lowercase hex) and the line and paragraph
+//!   separators U+2028 and U+2029; `<`, `>`, `&`, `/` and DEL stay as they are;
+//! - indented output puts every element on its own line, two spaces per level,
+//!   `": "` after a key, and writes empty objects and arrays as `{}` and `[]`.
+//!
+//! serde_json's compact writer differs only in leaving U+2028 and U+2029
+//! raw, so [`GoFormatter`] wraps it and escapes those two.
+
+use std::io;
+
+use serde::Serialize;
+use serde_json::ser::Formatter;
+
+/// serde_json's compact formatter, with U+2028 and U+2029 escaped in strings.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GoFormatter;
+
+impl Formatter for GoFormatter {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut rest = fragment;
+        while let Some(at) = rest.find(['\u{2028}', '\u{2029}']) {
+            writer.write_all(&rest.as_bytes()[..at])?;
+            let separator = &rest[at..];
+            let escape: &[u8] = if separator.starts_with('\u{2028}') {
+                b"\\u2028"
+            } else {
+                b"\\u2029"
+            };
+            writer.write_all(escape)?;
+            // Both separators are three bytes in UTF-8.
+            rest = &separator[3..];
+        }
+        writer.write_all(rest.as_bytes())
+    }
+}
+
+/// Compact JSON of `value`, strings spelled as Go writes them. Struct fields
+/// keep their declaration order; maps keep their own order.
+pub(crate) fn to_go_string<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, GoFormatter);
+    // Writing into a Vec cannot fail, and the contract's types have string
+    // keys only.
+    value
+        .serialize(&mut serializer)
+        .expect("serialising to JSON");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// Appends `s` as a JSON string spelled as Go writes it.
+pub(crate) fn push_go_string(out: &mut String, s: &str) {
+    out.push_str(&to_go_string(s));
+}
+
+/// Re-indents valid JSON text as Go's `json.Indent` with an indent of two
+/// spaces does: whitespace between tokens is dropped, every element and
+/// member goes on its own line, and the bytes of strings and numbers are
+/// copied unchanged.
+pub(crate) fn indent(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() * 2);
+    let mut depth = 0usize;
+    // After `{` or `[`: the line break waits for the next token, so an empty
+    // object or array stays on one line.
+    let mut pending_open = false;
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        if matches!(c, ' ' | '\t' | '\n' | '\r') {
+            continue;
+        }
+        let closing = matches!(c, '}' | ']');
+        if pending_open && !closing {
+            pending_open = false;
+            depth += 1;
+            newline(&mut out, depth);
+        }
+        match c {
+            '{' | '[' => {
+                pending_open = true;
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            '}' | ']' => {
+                if pending_open {
+                    pending_open = false;
+                } else {
+                    depth -= 1;
+                    newline(&mut out, depth);
+                }
+                out.push(c);
+            }
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Drops the whitespace between the tokens of valid JSON text, as Go's
+/// `json.Compact` does; strings and numbers are copied unchanged.
+pub(crate) fn compact(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in json.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if matches!(c, ' ' | '\t' | '\n' | '\r') {
+            continue;
+        } else if c == '"' {
+            in_string = true;
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn newline(out: &mut String, depth: usize) {
+    out.push('\n');
+    for _ in 0..depth {
+        out.push_str("  ");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_escaped_as_go_escapes_them() {
+        let s = "a\u{2028}b\u{2029}c\u{1}\u{8}\u{c}\n\r\t\u{7f}/<&>\"\\é";
+        assert_eq!(
+            to_go_string(s),
+            "\"a\\u2028b\\u2029c\\u0001\\b\\f\\n\\r\\t\u{7f}/<&>\\\"\\\\é\""
+        );
+    }
+
+    #[test]
+    fn compact_drops_whitespace_between_tokens_only() {
+        let text = "{ \"a b\" : [ 1e3 ,\n\t\"x \\\" y\" ] }";
+        assert_eq!(compact(text), "{\"a b\":[1e3,\"x \\\" y\"]}");
+        assert_eq!(compact(&indent(text)), compact(text));
+    }
+
+    #[test]
+    fn indent_keeps_tokens_and_formats_empty_containers_on_one_line() {
+        let text = r#" { "a" : [ ] , "b":{ },"c":[1e3 , "x, {y}: \"z\""],"d":{"e":-0.50}} "#;
+        assert_eq!(
+            indent(text),
+            "{\n  \"a\": [],\n  \"b\": {},\n  \"c\": [\n    1e3,\n    \"x, {y}: \\\"z\\\"\"\n  ],\n  \"d\": {\n    \"e\": -0.50\n  }\n}"
+        );
+    }
+}
