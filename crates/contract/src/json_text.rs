@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::go_json::to_go_string;
+use crate::go_json::{compact, to_go_string};
 
 /// One valid JSON value, kept as written (without surrounding whitespace).
 ///
@@ -69,6 +69,12 @@ impl JsonText {
             }
         }
         JsonText::parse(&out).expect("an escaped string is valid JSON")
+    }
+
+    /// The same text without whitespace between tokens; strings, numbers and
+    /// key order are unchanged.
+    pub fn compacted(&self) -> JsonText {
+        JsonText::parse(&compact(self.as_str())).expect("compact JSON is valid JSON")
     }
 
     /// The text.
@@ -177,6 +183,10 @@ mod tests {
         assert_eq!(inside[0].as_str(), "1e3");
         assert_eq!(inside[1].as_str(), "-0");
         assert_eq!(serde_json::to_string(&inside).unwrap(), "[1e3,-0]");
+        assert_eq!(
+            text.compacted().as_str(),
+            "{\"z\":0.50,\"a\":123456789012345678901234567890}"
+        );
     }
 
     #[test]

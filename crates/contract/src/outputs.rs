@@ -145,7 +145,9 @@ pub struct RootOutputs {
 
 impl RootOutputs {
     /// Reads the `{"<name>": {"value": …, "type": …, "sensitive": …}}` shape
-    /// shared by `tofu output -json` and the `outputs` of a state file.
+    /// shared by `tofu output -json` and the `outputs` of a state file. The
+    /// value is already parsed, so numbers in `exports` are written as
+    /// serde_json holds them; [`RootOutputs::from_state_values`] keeps them.
     pub fn from_output_json(json: &Value) -> Result<RootOutputs, String> {
         let Value::Object(map) = json else {
             return Err("outputs must be a JSON object".into());
@@ -169,7 +171,9 @@ impl RootOutputs {
             .into_iter()
             .map(|(name, text)| {
                 if name == "exports" {
-                    exports = Some(text.clone());
+                    // States are pretty-printed; the exports are passed on
+                    // and recorded without the indentation.
+                    exports = Some(text.compacted());
                 }
                 let value = text.to_value();
                 (name, value)

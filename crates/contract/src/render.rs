@@ -126,17 +126,17 @@ struct OutputBlock {
 /// value as written, indented as Go's JSON encoder indents (two spaces, a
 /// trailing newline).
 fn values_file(members: &[(&str, &JsonText)]) -> String {
-    let mut compact = String::from("{");
+    let mut object = String::from("{");
     for (i, (name, value)) in members.iter().enumerate() {
         if i > 0 {
-            compact.push(',');
+            object.push(',');
         }
-        push_go_string(&mut compact, name);
-        compact.push(':');
-        compact.push_str(value.as_str());
+        push_go_string(&mut object, name);
+        object.push(':');
+        object.push_str(value.as_str());
     }
-    compact.push('}');
-    let mut out = indent(&compact);
+    object.push('}');
+    let mut out = indent(&object);
     out.push('\n');
     out
 }
@@ -304,7 +304,9 @@ pub fn parse_rendered_root(
             return Err(ParseRootError::UndeclaredVariable { name });
         };
         let sensitive = block.get("sensitive") == Some(&Value::Bool(true));
-        let value = JsonText::parse(&compact(value.get())).expect("a member of valid JSON");
+        let value = JsonText::parse(value.get())
+            .expect("a member of valid JSON")
+            .compacted();
         variables.insert(name, UserVariable { value, sensitive });
     }
     let variables = UserVariables::from_map_unchecked(variables);

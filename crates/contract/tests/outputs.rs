@@ -552,7 +552,11 @@ fn exports_keep_every_number_as_written() {
         d.verdict.message()
     );
     let out = d.outputs.unwrap();
-    assert_eq!(out.exports.as_str(), exports);
+    // Kept as written, only without the whitespace a state puts in.
+    assert_eq!(
+        out.exports.as_str(),
+        r#"{"w":0.50,"n":123456789012345678901234567890,"e":1E+3}"#
+    );
     assert_eq!(out.exports_hash, exports_hash(exports).unwrap());
     assert_eq!(
         out.published_exports.as_deref(),

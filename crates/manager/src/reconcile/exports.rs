@@ -106,7 +106,8 @@ fn recorded_exports(r: &InputsRecord) -> Option<JsonText> {
         captf_cluster_outputs: JsonText,
     }
     let values: Values = serde_json::from_str(&r.tfvars_json).ok()?;
-    Some(values.captf_cluster_outputs)
+    // The values file is indented; records keep the exports compact.
+    Some(values.captf_cluster_outputs.compacted())
 }
 
 /// Applies the guard to the built inputs (which render). Returns the
