@@ -10,18 +10,49 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::go_json::{compact, to_go_string};
+use crate::raw_json::{Node, node};
 
 /// One valid JSON value, kept as written (without surrounding whitespace).
+/// Every string in it is text: an escaped lone surrogate (`"\ud800"`), which
+/// JSON's grammar allows, is refused, so the value always parses.
 ///
 /// Two texts are equal when their bytes are; `{"a":1}` and `{ "a": 1 }` are
 /// different texts of the same value (their hashes agree).
 #[derive(Clone)]
 pub struct JsonText(Box<RawValue>);
+
+/// `raw` parsed with numbers beyond `f64`'s range clamped to its limits.
+fn clamped_value(raw: &RawValue) -> Value {
+    match node(raw) {
+        Ok(Node::Literal("true")) => Value::Bool(true),
+        Ok(Node::Literal("false")) => Value::Bool(false),
+        Ok(Node::Number(literal)) => serde_json::from_str(literal).unwrap_or_else(|_| {
+            Value::from(if literal.starts_with('-') {
+                f64::MIN
+            } else {
+                f64::MAX
+            })
+        }),
+        Ok(Node::String(s)) => Value::String(s),
+        Ok(Node::Array(items)) => Value::Array(items.into_iter().map(clamped_value).collect()),
+        Ok(Node::Object(members)) => Value::Object(
+            members
+                .into_iter()
+                .map(|(key, value)| (key, clamped_value(value)))
+                .collect(),
+        ),
+        // `null`, and strings, which construction checked to decode.
+        Ok(Node::Literal(_)) | Err(_) => Value::Null,
+    }
+}
+
+const LONE_SURROGATE: &str = "a string escapes a lone surrogate, which is no character";
 
 /// Text that is not one JSON value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,8 +62,11 @@ pub struct InvalidJson(String);
 impl JsonText {
     /// Checks that `text` is one JSON value and keeps it.
     pub fn parse(text: &str) -> Result<JsonText, InvalidJson> {
-        let raw: &RawValue =
-            serde_json::from_str(text).map_err(|e| InvalidJson(describe_without_text(&e)))?;
+        let invalid = |e: serde_json::Error| InvalidJson(describe_without_text(&e));
+        let raw: &RawValue = serde_json::from_str(text).map_err(invalid)?;
+        if !surrogates_paired(raw.get()) {
+            return Err(InvalidJson(LONE_SURROGATE.to_owned()));
+        }
         Ok(JsonText(raw.to_owned()))
     }
 
@@ -93,10 +127,45 @@ impl JsonText {
     }
 
     /// The value parsed; numbers go through serde_json's `Number`, so
-    /// fractions and integers beyond 64 bits lose their spelling.
+    /// fractions and integers beyond 64 bits lose their spelling, and a
+    /// number beyond `f64`'s range reads as the largest finite `f64` of its
+    /// sign. Hashes and rendered files use the text, never this view.
     pub fn to_value(&self) -> Value {
-        serde_json::from_str(self.as_str()).expect("JsonText holds valid JSON")
+        // serde_json refuses valid text only for a number it cannot hold.
+        serde_json::from_str(self.as_str()).unwrap_or_else(|_| clamped_value(self.as_raw()))
     }
+}
+
+/// True when every `\u` escape in `text` (valid JSON) stands for a character:
+/// a leading surrogate (`\ud800`-`\udbff`) must be followed by a trailing
+/// one, and a trailing one must follow a leading one. serde_json's raw values
+/// skip over string escapes without decoding them.
+fn surrogates_paired(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    // The code unit of the `\u` escape at `at`, if there is one.
+    let escape_at = |at: usize| -> Option<u16> {
+        let hex = bytes.get(at..at + 6)?.strip_prefix(b"\\u")?;
+        u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match escape_at(i) {
+            Some(0xD800..=0xDBFF) => match escape_at(i + 6) {
+                Some(0xDC00..=0xDFFF) => i += 12,
+                _ => return false,
+            },
+            Some(0xDC00..=0xDFFF) => return false,
+            Some(_) => i += 6,
+            // Any other escape is two bytes (`\\` included, which must not
+            // be read as the start of another escape).
+            None => i += 2,
+        }
+    }
+    true
 }
 
 /// serde_json's messages may quote the offending text, which may be a
@@ -163,7 +232,11 @@ impl Serialize for JsonText {
 /// `Value` it is the value's text.
 impl<'de> Deserialize<'de> for JsonText {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Box::<RawValue>::deserialize(deserializer).map(JsonText)
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        if !surrogates_paired(raw.get()) {
+            return Err(D::Error::custom(LONE_SURROGATE));
+        }
+        Ok(JsonText(raw))
     }
 }
 
@@ -197,10 +270,28 @@ mod tests {
     }
 
     #[test]
+    fn numbers_beyond_f64_read_as_its_limits_in_the_parsed_view() {
+        let text = JsonText::parse(r#"{"big": [1e400, -1E+999], "n": 0.50, "s": "x"}"#).unwrap();
+        assert_eq!(
+            text.to_value(),
+            serde_json::json!({"big": [f64::MAX, f64::MIN], "n": 0.5, "s": "x"})
+        );
+        assert_eq!(text.compacted().as_str(), text.as_str().replace(' ', ""));
+    }
+
+    #[test]
     fn invalid_text_is_refused_without_quoting_it() {
         let err = JsonText::parse("{\"password\": hunter2}").unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
         assert!(JsonText::parse("").is_err());
         assert!(JsonText::parse("1 2").is_err());
+        // JSON's grammar allows a lone surrogate, but it is no character.
+        assert!(JsonText::parse(r#"{"s": "\ud800"}"#).is_err());
+        assert!(serde_json::from_str::<Vec<JsonText>>(r#"["\udc00"]"#).is_err());
+        assert!(JsonText::parse(r#""\ud83d\ude00""#).is_ok());
+        assert!(JsonText::parse(r#""\ud83d\u0041""#).is_err());
+        // An escaped backslash followed by `ud800` is plain text.
+        assert!(JsonText::parse(r#""\\ud800""#).is_ok());
+        assert!(JsonText::parse("1e400").is_ok());
     }
 }

@@ -206,17 +206,27 @@ pub fn plan(
     }
 }
 
+/// The two inputs of a record's values file the cluster pass reads back.
+/// Only these are parsed: user variables may hold numbers (`1e400`) that
+/// serde_json's `Value` cannot.
+#[derive(serde::Deserialize)]
+struct RecordedEndpointInputs {
+    control_plane_initialized: Option<bool>,
+    control_plane_endpoint: Option<serde::de::IgnoredAny>,
+}
+
+fn recorded_endpoint_inputs(record: Option<&InputsRecord>) -> Option<RecordedEndpointInputs> {
+    record.and_then(|r| serde_json::from_str(&r.tfvars_json).ok())
+}
+
 fn recorded_control_plane_initialized(record: Option<&InputsRecord>) -> bool {
-    record
-        .and_then(|r| serde_json::from_str::<Value>(&r.tfvars_json).ok())
-        .and_then(|v| v.get("control_plane_initialized").and_then(Value::as_bool))
+    recorded_endpoint_inputs(record)
+        .and_then(|v| v.control_plane_initialized)
         .unwrap_or(false)
 }
 
 fn applied_endpoint_input_null(record: Option<&InputsRecord>) -> bool {
-    record
-        .and_then(|r| serde_json::from_str::<Value>(&r.tfvars_json).ok())
-        .is_some_and(|v| v.get("control_plane_endpoint").is_none_or(Value::is_null))
+    recorded_endpoint_inputs(record).is_some_and(|v| v.control_plane_endpoint.is_none())
 }
 
 /// The cluster's outputs: the control plane endpoint to the spec, failure
