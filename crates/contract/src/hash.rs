@@ -7,8 +7,8 @@
 //! `variables`: the canonical JSON of
 //! `{"sensitive":[<sorted names>],"values":{<name>:<value>}}`, numbers as
 //! written. Objects without variables thus hash exactly as before variables
-//! existed, and the envelope is the one state written by other
-//! implementations of the contract carries.
+//! existed, and hashes agree with those other implementations of the
+//! contract record on their states.
 
 use std::collections::BTreeMap;
 
