@@ -27,31 +27,6 @@ use crate::raw_json::{Node, node};
 #[derive(Clone)]
 pub struct JsonText(Box<RawValue>);
 
-/// `raw` parsed with numbers beyond `f64`'s range clamped to its limits.
-fn clamped_value(raw: &RawValue) -> Value {
-    match node(raw) {
-        Ok(Node::Literal("true")) => Value::Bool(true),
-        Ok(Node::Literal("false")) => Value::Bool(false),
-        Ok(Node::Number(literal)) => serde_json::from_str(literal).unwrap_or_else(|_| {
-            Value::from(if literal.starts_with('-') {
-                f64::MIN
-            } else {
-                f64::MAX
-            })
-        }),
-        Ok(Node::String(s)) => Value::String(s),
-        Ok(Node::Array(items)) => Value::Array(items.into_iter().map(clamped_value).collect()),
-        Ok(Node::Object(members)) => Value::Object(
-            members
-                .into_iter()
-                .map(|(key, value)| (key, clamped_value(value)))
-                .collect(),
-        ),
-        // `null`, and strings, which construction checked to decode.
-        Ok(Node::Literal(_)) | Err(_) => Value::Null,
-    }
-}
-
 const LONE_SURROGATE: &str = "a string escapes a lone surrogate, which is no character";
 
 /// Text that is not one JSON value.
@@ -166,6 +141,31 @@ fn surrogates_paired(text: &str) -> bool {
         }
     }
     true
+}
+
+/// `raw` parsed with numbers beyond `f64`'s range clamped to its limits.
+fn clamped_value(raw: &RawValue) -> Value {
+    match node(raw) {
+        Ok(Node::Literal("true")) => Value::Bool(true),
+        Ok(Node::Literal("false")) => Value::Bool(false),
+        Ok(Node::Number(literal)) => serde_json::from_str(literal).unwrap_or_else(|_| {
+            Value::from(if literal.starts_with('-') {
+                f64::MIN
+            } else {
+                f64::MAX
+            })
+        }),
+        Ok(Node::String(s)) => Value::String(s),
+        Ok(Node::Array(items)) => Value::Array(items.into_iter().map(clamped_value).collect()),
+        Ok(Node::Object(members)) => Value::Object(
+            members
+                .into_iter()
+                .map(|(key, value)| (key, clamped_value(value)))
+                .collect(),
+        ),
+        // `null`, and strings, which construction checked to decode.
+        Ok(Node::Literal(_)) | Err(_) => Value::Null,
+    }
 }
 
 /// serde_json's messages may quote the offending text, which may be a
