@@ -26,18 +26,6 @@ use serde_json::json;
 use support::clusters::{condition, create_cluster_with_variables, with_slow_cluster_module};
 use support::*;
 
-async fn applies(ns: &TestNamespace) -> Vec<String> {
-    ns.api::<Job>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter(|j| job_op(j) == "apply")
-        .filter_map(|j| j.metadata.name.clone())
-        .collect()
-}
-
 /// The runner ClusterRole without `update` on Secrets.
 async fn refuse_state_writes(client: &kube::Client) {
     let mut role = captf_manager::rbac::runner_cluster_role();
@@ -89,7 +77,7 @@ async fn an_apply_step_that_saved_no_state_holds_until_the_operator_confirms() {
             .then_some(tc)
     })
     .await;
-    let first = applies(&ns).await;
+    let first = apply_job_names(&ns).await;
     assert_eq!(first.len(), 1, "{first:?}");
     let readable = held
         .status
@@ -112,7 +100,11 @@ async fn an_apply_step_that_saved_no_state_holds_until_the_operator_confirms() {
     tokio::time::sleep(std::time::Duration::from_secs(10)).await;
     let tc = tcs.get("prod").await.expect("held: the finalizer stays");
     assert!(!tc.finalizers().is_empty());
-    assert_eq!(applies(&ns).await, first, "no second apply while held");
+    assert_eq!(
+        apply_job_names(&ns).await,
+        first,
+        "no second apply while held"
+    );
 
     // Confirmed: the hold ends; with nothing recorded, the deletion's
     // destroy finds nothing and the object goes.

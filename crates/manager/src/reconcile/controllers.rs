@@ -25,7 +25,8 @@ use super::workload::Workload;
 use super::{Context, ERROR_REQUEUE, Error};
 use crate::capi;
 
-fn api<K>(ctx: &Context) -> Api<K>
+/// The API of a namespaced kind in the manager's scope (one namespace or all).
+pub(super) fn api<K>(ctx: &Context) -> Api<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {
@@ -35,7 +36,7 @@ where
     }
 }
 
-fn dyn_api(ctx: &Context, ar: &kube::api::ApiResource) -> Api<DynamicObject> {
+pub(super) fn dyn_api(ctx: &Context, ar: &kube::api::ApiResource) -> Api<DynamicObject> {
     match &ctx.config.namespace {
         Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, ar),
         None => Api::all_with(ctx.client.clone(), ar),

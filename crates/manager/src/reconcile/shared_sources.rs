@@ -17,11 +17,12 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Resource;
-use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::Context;
+use super::controllers::{api, dyn_api};
 use super::routing::{self, ChangeFilter};
 use super::watches::{self, Feed, OwnerStores, Tally};
 use crate::capi;
@@ -61,23 +62,6 @@ pub(super) struct AllFeeds {
     pub clusters: Feeds,
     pub machines: OwnedFeeds,
     pub pools: OwnedFeeds,
-}
-
-fn api<K>(ctx: &Context) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-{
-    match &ctx.config.namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    }
-}
-
-fn dyn_api(ctx: &Context, ar: &kube::api::ApiResource) -> Api<DynamicObject> {
-    match &ctx.config.namespace {
-        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, ar),
-        None => Api::all_with(ctx.client.clone(), ar),
-    }
 }
 
 fn tally(ctx: &Context, source: &'static str) -> Tally {

@@ -175,6 +175,19 @@ pub fn job_op(job: &k8s_openapi::api::batch::v1::Job) -> String {
         .unwrap_or_default()
 }
 
+/// The names of the namespace's apply Jobs (one list of Jobs).
+pub async fn apply_job_names(ns: &captf_testenv::TestNamespace) -> Vec<String> {
+    ns.api::<k8s_openapi::api::batch::v1::Job>()
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|j| job_op(j) == "apply")
+        .filter_map(|j| j.metadata.name.clone())
+        .collect()
+}
+
 /// Every argument of a Job's containers (init containers first).
 pub fn job_args(job: &k8s_openapi::api::batch::v1::Job) -> Vec<String> {
     job.spec
