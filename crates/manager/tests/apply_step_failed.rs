@@ -16,12 +16,11 @@ mod support;
 
 use captf_api::TerraformCluster;
 use captf_manager::names::{WorkloadKind, state_lock_lease, state_suffix};
-use captf_testenv::{TestEnv, TestNamespace, eventually};
-use k8s_openapi::api::batch::v1::Job;
+use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use support::clusters::{condition, create_cluster_with_variables, with_slow_cluster_module};
 use support::*;

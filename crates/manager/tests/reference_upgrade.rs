@@ -28,9 +28,8 @@ use captf_manager::names::{WorkloadKind, state_secret, state_suffix};
 use captf_manager::records::{applied_record_name, attempt_record_name, record_labels};
 use captf_testenv::{TestEnv, TestNamespace, eventually};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::*;
 
@@ -81,9 +80,12 @@ fn vector() -> Vector {
 }
 
 /// The Cluster the vector's contract inputs come from: endpoint, topology
-/// version and pod network, control plane not initialized. Its class does
-/// not exist, so Cluster API's topology controller changes nothing.
-async fn create_cluster(ns: &TestNamespace) {
+/// version and pod network, control plane not initialized; returns its uid.
+/// Its class does not exist, so Cluster API's topology controller changes
+/// nothing, and its webhook refuses the Cluster controller's own writes
+/// (the finalizer, then the owner reference on the TerraformCluster), which
+/// the test therefore makes itself.
+async fn create_cluster(ns: &TestNamespace) -> String {
     let cluster_api = TestEnv::get().await.cluster_api().await;
     let clusters: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &capi::cluster_resource());
@@ -103,22 +105,33 @@ async fn create_cluster(ns: &TestNamespace) {
         .create(&PostParams::default(), &cluster)
         .await
         .unwrap();
+    let uid = cluster.metadata.uid.unwrap();
     ns.api::<Secret>()
         .create(
             &PostParams::default(),
-            &cluster_api.kubeconfig_secret("prod", cluster.metadata.uid.as_deref().unwrap()),
+            &cluster_api.kubeconfig_secret("prod", &uid),
         )
         .await
         .unwrap();
+    uid
 }
 
 /// The vector's TerraformCluster (drift checks off, so the only Job a pass
 /// could start is an apply) and its variables Secret. The identity, which
-/// no hash covers and the admission requires, is a Secret of its own.
-async fn create_vector_objects(ns: &TestNamespace, v: &Vector) -> TerraformCluster {
+/// no hash covers and the admission requires, is a Secret of its own. The
+/// object is owned by the Cluster `cluster_uid`, as Cluster API owns it.
+async fn create_vector_objects(
+    ns: &TestNamespace,
+    v: &Vector,
+    cluster_uid: &str,
+) -> TerraformCluster {
     let mut tc = v.objects[0].clone();
     assert_eq!(tc["kind"], "TerraformCluster");
     tc["metadata"]["namespace"] = json!(null);
+    tc["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "prod",
+        "uid": cluster_uid, "controller": true, "blockOwnerDeletion": true,
+    }]);
     tc["spec"]["drift"] = json!({"intervalSeconds": 0});
     tc["spec"]["identityRef"] = json!({"kind": "Secret", "name": "prod-creds"});
     let creds: Secret = serde_json::from_value(json!({
@@ -283,8 +296,8 @@ async fn state_and_records_written_by_the_reference_are_adopted_without_a_re_app
     insert_module(env, IMAGE, module);
     install_runner_role(&ns.client()).await;
 
-    create_cluster(&ns).await;
-    let tc = create_vector_objects(&ns, &v).await;
+    let cluster_uid = create_cluster(&ns).await;
+    let tc = create_vector_objects(&ns, &v, &cluster_uid).await;
     let suffix = state_suffix(WorkloadKind::Cluster, ns.name(), "prod");
     apply_as_the_reference(env, &tmp.path().join("reference"), &v, &suffix);
     record_as_the_reference(&ns, &tc, &v, &digest).await;
