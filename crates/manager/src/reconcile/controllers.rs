@@ -498,18 +498,52 @@ async fn run_machines(
         .await;
 }
 
-/// Runs every controller until `stop` turns true.
+/// Runs every controller until `stop` turns true. Each controller and the
+/// shared watches are a task of their own: the runtime can poll them on
+/// different workers, and no single task nests all of them (one joined
+/// future overflowed a 2 MiB test thread's stack in debug builds).
 pub async fn run_all(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>) {
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
     let (feeds, shared_watches) = shared_sources::open(&ctx, stop.clone());
-    tokio::join!(
-        shared_watches,
-        super::identities::run(ctx.clone(), stopped(stop.clone())),
-        run_clusters(ctx.clone(), feeds.clusters, stopped(stop.clone())),
-        run_machines(ctx.clone(), feeds.machines, stopped(stop.clone())),
-        super::machine_template::run(ctx.clone(), stopped(stop.clone())),
-        run_pools(ctx.clone(), feeds.pools, stopped(stop.clone())),
-    );
+    let tasks = [
+        ("shared watches", tokio::spawn(shared_watches)),
+        (
+            "identities",
+            tokio::spawn(super::identities::run(ctx.clone(), stopped(stop.clone()))),
+        ),
+        (
+            CLUSTERS,
+            tokio::spawn(run_clusters(
+                ctx.clone(),
+                feeds.clusters,
+                stopped(stop.clone()),
+            )),
+        ),
+        (
+            MACHINES,
+            tokio::spawn(run_machines(
+                ctx.clone(),
+                feeds.machines,
+                stopped(stop.clone()),
+            )),
+        ),
+        (
+            "machine templates",
+            tokio::spawn(super::machine_template::run(
+                ctx.clone(),
+                stopped(stop.clone()),
+            )),
+        ),
+        (
+            POOLS,
+            tokio::spawn(run_pools(ctx.clone(), feeds.pools, stopped(stop.clone()))),
+        ),
+    ];
+    for (name, task) in tasks {
+        if let Err(e) = task.await {
+            tracing::error!(controller = name, error = %e, "controller task failed");
+        }
+    }
 }
