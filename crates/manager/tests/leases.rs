@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use captf_manager::engine::decide::Op;
-use captf_manager::io::leases::{Acquire, LeaseKind, LeaseRequest, acquire, release};
+use captf_manager::io::leases::{Acquire, LeaseKind, LeaseRequest, acquire, release_if_held};
 use captf_testenv::TestEnv;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -71,7 +71,11 @@ async fn one_holder_at_a_time() {
     assert_eq!(acquire(&client, &a, now).await.unwrap(), Acquire::Acquired);
 
     // Only the holder gives it back.
-    assert!(!release(&client, ns.name(), name, "job-b").await.unwrap());
+    assert!(
+        !release_if_held(&client, ns.name(), name, "job-b")
+            .await
+            .unwrap()
+    );
     assert!(leases.get_opt(name).await.unwrap().is_some());
 
     // The holder Job vanishes: the lease stays held for the grace, then frees.
@@ -111,9 +115,17 @@ async fn one_holder_at_a_time() {
         Some("job-b")
     );
 
-    assert!(release(&client, ns.name(), name, "job-b").await.unwrap());
+    assert!(
+        release_if_held(&client, ns.name(), name, "job-b")
+            .await
+            .unwrap()
+    );
     assert!(leases.get_opt(name).await.unwrap().is_none());
-    assert!(!release(&client, ns.name(), name, "job-b").await.unwrap());
+    assert!(
+        !release_if_held(&client, ns.name(), name, "job-b")
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test]

@@ -168,7 +168,7 @@ pub async fn acquire(
 
 /// Gives the lease back if `job` still holds it; a lease another Job took
 /// meanwhile survives (the delete is conditioned on what was read).
-pub async fn release(
+pub async fn release_if_held(
     client: &kube::Client,
     namespace: &str,
     name: &str,

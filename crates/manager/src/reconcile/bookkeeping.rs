@@ -19,7 +19,7 @@ use super::{Context, Error};
 use crate::engine::decide::Op;
 use crate::engine::history::{self, JobRecord, Outcome};
 use crate::engine::job_conditions::{ConditionValue, FinishedRun};
-use crate::io::leases::release;
+use crate::io::leases::release_if_held;
 use crate::io::records::{read_record, set_unconfirmed, write_record};
 use crate::io::state::adopt;
 use crate::jobs::observe::ObservedJob;
@@ -622,13 +622,13 @@ pub async fn execute_bookkeeping<K: Workload>(
             }
             BookkeepingEffect::ReleaseRunLease { job } => {
                 run_lease_released =
-                    release(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+                    release_if_held(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
                 if K::KIND == crate::names::WorkloadKind::Cluster {
                     // The cluster write lease its apply, destroy or restore took.
                     let cluster =
                         crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
                     let name = crate::leases::cluster_lease_name(&ns, cluster);
-                    release(&ctx.client, &ns, &name, job).await?;
+                    release_if_held(&ctx.client, &ns, &name, job).await?;
                 }
             }
             BookkeepingEffect::RecordUnconfirmed { job } => {

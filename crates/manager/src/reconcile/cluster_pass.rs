@@ -178,7 +178,7 @@ pub fn plan(
             approval,
             remediation,
         } => {
-            let started = start(
+            let started = start_request(
                 obj,
                 p,
                 &snap.stored,
@@ -387,7 +387,7 @@ fn wait_for_dependents(p: &mut OpenPass, dependents: &[String]) -> bool {
 
 /// The start request of the decided op: every apply is guarded, and an
 /// approval binds the approved plan.
-fn start(
+fn start_request(
     obj: &TerraformCluster,
     p: &OpenPass,
     stored: &Stored,

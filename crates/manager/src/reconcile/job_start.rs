@@ -20,7 +20,7 @@ use super::{Context, Error};
 use crate::engine::decide::{Approval, Op};
 use crate::engine::history::{self, JobRecord};
 use crate::engine::job_conditions::ConditionValue;
-use crate::io::leases::{Acquire, LeaseKind, LeaseRequest, acquire, release};
+use crate::io::leases::{Acquire, LeaseKind, LeaseRequest, acquire, release_if_held};
 use crate::io::records::write_record;
 use crate::io::start::{Started, create_job, ensure_run_secret};
 use crate::jobs::args::{Guard, RunnerArgs};
@@ -348,9 +348,9 @@ pub async fn execute_start<K: Workload>(
         }
         Err(kube::Error::Api(s)) if s.code >= 400 && s.code < 500 => {
             // A rejected create proves no Job exists: the leases go at once.
-            release(&ctx.client, &ns, &start.lease.name, job).await?;
+            release_if_held(&ctx.client, &ns, &start.lease.name, job).await?;
             if let Some(cluster) = &start.cluster_lease {
-                release(&ctx.client, &ns, &cluster.name, job).await?;
+                release_if_held(&ctx.client, &ns, &cluster.name, job).await?;
             }
             return Err(Error::Invalid(format!(
                 "Job {job} was rejected: {}",
@@ -500,7 +500,7 @@ async fn wait_for_cluster<K: Workload>(
     draft: &mut Draft,
     message: String,
 ) -> Result<Option<StartOutcome>, Error> {
-    release(&ctx.client, ns, &start.lease.name, &start.job_name).await?;
+    release_if_held(&ctx.client, ns, &start.lease.name, &start.job_name).await?;
     Ok(Some(lease_wait::<K>(
         ctx,
         draft,

@@ -24,7 +24,7 @@ use crate::engine::decide::Op;
 use crate::engine::history::{JobRecord, Outcome};
 use crate::engine::job_conditions::ConditionValue;
 use crate::io::jobs::{jobs_selector, mark_bookkept, observe_jobs};
-use crate::io::leases::release;
+use crate::io::leases::release_if_held;
 use crate::io::state::read_state;
 use crate::jobs::observe::ObservedJob;
 use crate::jobs::recovery::{STUCK_AFTER, is_stuck};
@@ -339,11 +339,11 @@ pub async fn withdraw_job<K: Workload>(ctx: &Context, obj: &K, job: &str) -> Res
         Err(e) => return Err(e.into()),
     }
     let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
-    release(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+    release_if_held(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
     if K::KIND == crate::names::WorkloadKind::Cluster {
         let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
         let lease = crate::leases::cluster_lease_name(&ns, cluster);
-        release(&ctx.client, &ns, &lease, job).await?;
+        release_if_held(&ctx.client, &ns, &lease, job).await?;
     }
     Ok(())
 }
