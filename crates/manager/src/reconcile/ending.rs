@@ -432,7 +432,14 @@ pub async fn end_as_planned<K: Workload>(
     now: SystemTime,
 ) -> Result<Action, Error> {
     if let Some(d) = &decision {
-        tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), reason = %d.reason_label(), op = d.op_label(), "decided");
+        // A decision that starts a Job is news; one that waits repeats on
+        // every pass of a converged object and stays at debug.
+        let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+        if matches!(d.action, crate::engine::decide::Action::Start { .. }) {
+            tracing::info!(namespace = %ns, name = %name, reason = %d.reason_label(), op = d.op_label(), "decided");
+        } else {
+            tracing::debug!(namespace = %ns, name = %name, reason = %d.reason_label(), op = d.op_label(), "decided");
+        }
         count_decision(ctx, obj, d);
     }
     match (ending, decision) {
