@@ -3,9 +3,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::StatusCode;
 use axum::routing::get;
 use captf_manager::leader::{self, Elector, Timing};
 use captf_manager::reconcile::{Concurrency, Config, Context, controllers};
@@ -383,9 +385,10 @@ async fn run(flags: Flags) -> Result<(), String> {
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let app = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }));
+    // Ready once the webhook server serves (at once when there is none): a
+    // pod whose admission would refuse every write must not get traffic.
+    let webhook_serving = Arc::new(AtomicBool::new(flags.webhook_port == 0));
+    let app = probes(webhook_serving.clone());
     let listener = tokio::net::TcpListener::bind(health)
         .await
         .map_err(|e| format!("--health-addr {health}: {e}"))?;
@@ -411,8 +414,11 @@ async fn run(flags: Flags) -> Result<(), String> {
             client: Some(client.clone()),
         };
         let rx = stop_rx.clone();
+        let serving = webhook_serving.clone();
         Some(tokio::spawn(async move {
-            if let Err(e) = captf_manager::webhook::serve(listener, config, stopped(rx)).await {
+            let served =
+                captf_manager::webhook::serve_reporting(listener, config, &serving, stopped(rx));
+            if let Err(e) = served.await {
                 tracing::error!("webhook server: {e}");
             }
         }))
@@ -491,10 +497,58 @@ async fn run(flags: Flags) -> Result<(), String> {
     outcome
 }
 
+/// `/healthz` answers while the process runs; `/readyz` only while
+/// `webhook_serving` holds (503 otherwise).
+fn probes(webhook_serving: Arc<AtomicBool>) -> Router {
+    let readyz = move || {
+        let serving = webhook_serving.load(Ordering::Acquire);
+        async move {
+            if serving {
+                (StatusCode::OK, "ok")
+            } else {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "webhook server not serving",
+                )
+            }
+        }
+    };
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde::Deserialize;
+    use tower::ServiceExt;
+
+    async fn status_of(app: &Router, path: &str) -> StatusCode {
+        let request = axum::http::Request::get(path)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        app.clone().oneshot(request).await.unwrap().status()
+    }
+
+    #[tokio::test]
+    async fn readyz_fails_until_the_webhook_server_serves_and_after_it_stops() {
+        let serving = Arc::new(AtomicBool::new(false));
+        let app = probes(serving.clone());
+        assert_eq!(status_of(&app, "/healthz").await, StatusCode::OK);
+        assert_eq!(
+            status_of(&app, "/readyz").await,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        serving.store(true, Ordering::Release);
+        assert_eq!(status_of(&app, "/readyz").await, StatusCode::OK);
+        serving.store(false, Ordering::Release);
+        assert_eq!(
+            status_of(&app, "/readyz").await,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(status_of(&app, "/healthz").await, StatusCode::OK);
+    }
 
     /// The Deployment's `args`, as shipped in `config/manager/manager.yaml`.
     fn shipped_args() -> Vec<String> {

@@ -9,6 +9,7 @@ pub mod review;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -117,6 +118,18 @@ pub async fn serve(
     config: WebhookConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), WebhookError> {
+    serve_reporting(listener, config, &AtomicBool::new(false), shutdown).await
+}
+
+/// [`serve`], with `serving` true from the moment the certificate is loaded
+/// and connections are accepted until the server stops (what `/readyz`
+/// reports).
+pub async fn serve_reporting(
+    listener: TcpListener,
+    config: WebhookConfig,
+    serving: &AtomicBool,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), WebhookError> {
     let store = CertStore::open(&config.cert_dir)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
@@ -128,7 +141,9 @@ pub async fn serve(
     let app = router(config.manager_username.clone(), config.client.clone());
 
     let reloader = tokio::spawn(watch_certificate(store, config.reload_interval));
+    serving.store(true, Ordering::Release);
     crate::serving::serve_connections(listener, Some(acceptor), app, "webhook", shutdown).await;
+    serving.store(false, Ordering::Release);
     reloader.abort();
     Ok(())
 }
