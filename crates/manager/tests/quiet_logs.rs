@@ -76,19 +76,7 @@ async fn a_converged_pool_logs_nothing_at_info_over_its_resyncs_and_a_pass_with_
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
-    insert_module(
-        env,
-        &module_ref("cluster", ns.name()),
-        module_image(tmp.path(), "cluster", "v1", &[]),
-    );
-    insert_module(
-        env,
-        &module_ref("machinepool", ns.name()),
-        module_image(tmp.path(), "machinepool", "v1", &[]),
-    );
-    install_runner_role(&ns.client()).await;
+    install_noop_modules(env, &ns, tmp.path()).await;
     let sync = Duration::from_secs(5);
     let manager = start_manager_with(ns.client(), ns.name(), |c| c.sync_period = sync);
     // Refreshes an hour and drift checks a day apart: nothing falls due in

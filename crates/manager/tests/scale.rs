@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use support::many_pools::{add_pool, bring_up_cluster};
+use support::pools::install_noop_modules;
 use support::requests::{Requests, Sent, tally};
 use support::*;
 
@@ -123,19 +124,7 @@ async fn one_event_wakes_one_pool_and_a_converged_minute_costs_what_its_jobs_nee
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
-    insert_module(
-        env,
-        &module_ref("cluster", ns.name()),
-        module_image(tmp.path(), "cluster", "v1", &[]),
-    );
-    insert_module(
-        env,
-        &module_ref("machinepool", ns.name()),
-        module_image(tmp.path(), "machinepool", "v1", &[]),
-    );
-    install_runner_role(&ns.client()).await;
+    install_noop_modules(env, &ns, tmp.path()).await;
     let requests = Requests::default();
     let manager = start_manager(requests.client(env.config()), ns.name());
     bring_up_cluster(&ns).await;

@@ -259,6 +259,17 @@ pub async fn setup(
     if driver == Driver::ClusterApi {
         env.cluster_api().await;
     }
+    install_noop_modules(env, ns, tmp).await;
+    start_manager(ns.client(), ns.name())
+}
+
+/// The manager image and the noop cluster and pool modules under `ns`'s
+/// references, and the runner role of `ns`.
+pub async fn install_noop_modules(
+    env: &'static TestEnv,
+    ns: &TestNamespace,
+    tmp: &std::path::Path,
+) {
     env.executor()
         .insert(manager_ref(ns.name()), manager_image(tmp));
     insert_module(
@@ -272,7 +283,6 @@ pub async fn setup(
         module_image(tmp, "machinepool", "v1", &[]),
     );
     install_runner_role(&ns.client()).await;
-    start_manager(ns.client(), ns.name())
 }
 
 /// Secrets, Leases and Jobs the provider made that are still in `ns`.
