@@ -27,6 +27,7 @@ pub mod executor;
 pub mod nodes;
 pub mod pki;
 pub mod process;
+pub mod static_build;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
