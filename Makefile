@@ -1,21 +1,61 @@
-# The local demo: a control plane, a node agent and the manager on this
-# machine, converging an example cluster and machine pool (crates/demo).
+# Entry points for operators and contributors.
 #
-#   make demo        run it and exit (0 once everything is Ready)
+#   make demo        run the local demo and exit (0 once everything is Ready)
 #   make demo-keep   same, then keep it running for exploring until Ctrl-C
+#   make test        build the test assets (once) and run every test, as CI does
+#   make images      the manager and no-op module images as OCI layouts in out/images
+#   make release     out/: infrastructure-components.yaml, metadata.yaml, the
+#                    cluster templates, tfcapi-lint, and the images
 
 CARGO      ?= cargo
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 DEMO_ARGS  ?=
+OUT        ?= out
+# The release: version (without the leading v: it names the clusterctl
+# release folder v$(VERSION)) and where its images will be pushed.
+VERSION    ?= 0.1.0
+REGISTRY   ?= ghcr.io/captf-io
+MANAGER_IMAGE ?= $(REGISTRY)/captf-manager:v$(VERSION)
+MODULE_IMAGE_PREFIX ?= $(REGISTRY)/module-images/noop
+REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null)
+# Binaries in the images must need no libc of the image: glibc, linked in.
+STATIC_TARGET := x86_64-unknown-linux-gnu
+STATIC_DIR := $(TARGET_DIR)/$(STATIC_TARGET)/release
 
-.PHONY: demo demo-keep
+# hack/test-assets.sh builds (once) kube-apiserver, etcd, OpenTofu, Cluster
+# API and kustomize, and prints where they are as shell assignments.
+ASSETS := set -a && eval "$$(bash hack/test-assets.sh)" && set +a
 
-# hack/test-assets.sh builds (once) kube-apiserver, etcd, OpenTofu and the
-# Cluster API CRDs, and prints where they are as shell assignments.
+.PHONY: demo demo-keep test images release
+
 demo:
-	set -a && eval "$$(bash hack/test-assets.sh)" && set +a && \
+	$(ASSETS) && \
 	$(CARGO) build -p captf-runner -p captf-manager -p captf-demo --bins && \
 	$(TARGET_DIR)/debug/captf-demo $(DEMO_ARGS)
 
 demo-keep: DEMO_ARGS += --keep
 demo-keep: demo
+
+test:
+	bash .ci/run
+
+images:
+	$(ASSETS) && \
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --locked \
+	  --target $(STATIC_TARGET) -p captf-manager --bin manager -p captf-runner --bin runner && \
+	$(CARGO) build --release --locked -p captf-images && \
+	mkdir -p $(OUT)/images && \
+	$(TARGET_DIR)/release/captf-images manager --manager $(STATIC_DIR)/manager --runner $(STATIC_DIR)/runner \
+	  --out $(OUT)/images/captf-manager --reference $(MANAGER_IMAGE) --version v$(VERSION) --revision "$(REVISION)" && \
+	for role in cluster machine machinepool; do \
+	  $(TARGET_DIR)/release/captf-images module --role $$role --module modules/noop/$$role \
+	    --runtime "$$TOFU" --runtime-version "$$($$TOFU version -json | sed -n 's/.*"terraform_version": *"\([^"]*\)".*/\1/p')" \
+	    --out $(OUT)/images/noop-$$role --reference $(MODULE_IMAGE_PREFIX)-$$role:v$(VERSION) \
+	    --version v$(VERSION) --revision "$(REVISION)" || exit 1; \
+	done
+
+release: images
+	$(ASSETS) && \
+	bash hack/release-manifests.sh "$(OUT)" "$(MANAGER_IMAGE)" && \
+	$(CARGO) build --release --locked -p captf-lint --bin tfcapi-lint && \
+	cp $(TARGET_DIR)/release/tfcapi-lint $(OUT)/tfcapi-lint

@@ -4,6 +4,7 @@
 #   tofu (OpenTofu)                                -> $CACHE/opentofu-v<tofu>/
 #   Cluster API managers, clusterctl, CRDs, webhooks -> $CACHE/cluster-api-v<capi>/
 #   kustomize                                      -> $CACHE/kustomize-v<kustomize>/
+#   cert-manager's Certificate and Issuer CRDs     -> $CACHE/cert-manager-v<cm>/crd/
 # Does nothing for an asset that is already there. Honours KUBEBUILDER_ASSETS
 # (a folder with kube-apiserver and etcd, the envtest convention, plus the
 # kube-controller-manager the test clusters run) and TOFU (a tofu binary) when
@@ -20,6 +21,7 @@ k8s_dir=$cache/kubernetes-v$KUBERNETES_VERSION
 tofu_dir=$cache/opentofu-v$OPENTOFU_VERSION
 capi_dir=$cache/cluster-api-v$CLUSTER_API_VERSION
 kustomize_dir=$cache/kustomize-v$KUSTOMIZE_VERSION
+cert_manager_dir=$cache/cert-manager-v$CERT_MANAGER_VERSION
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 log() { printf '[test-assets] %s\n' "$*" >&2; }
@@ -195,6 +197,23 @@ build_kustomize() {
   rm -rf "$kustomize_dir.tmp" && mv "$work/out" "$kustomize_dir.tmp" && mv "$kustomize_dir.tmp" "$kustomize_dir"
 }
 
+# The CRDs of the cert-manager objects the provider components hold, so the
+# test control plane accepts the components as a cluster with cert-manager
+# would. From the Go module (its deploy/crds), not a download site.
+fetch_cert_manager_crds() {
+  local v=$CERT_MANAGER_VERSION dir
+  log "fetching cert-manager v$v CRDs"
+  dir=$(cd "$(mktemp -d)" && go mod download -json "github.com/cert-manager/cert-manager@v$v" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -n "$dir" ] && [ -d "$dir/deploy/crds" ] || die "the cert-manager v$v module has no deploy/crds"
+  rm -rf "$cert_manager_dir.tmp" && mkdir -p "$cert_manager_dir.tmp/crd"
+  for crd in cert-manager.io_certificates.yaml cert-manager.io_issuers.yaml; do
+    [ -s "$dir/deploy/crds/$crd" ] || die "cert-manager v$v lacks deploy/crds/$crd"
+    cp "$dir/deploy/crds/$crd" "$cert_manager_dir.tmp/crd/"
+  done
+  chmod -R u+w "$cert_manager_dir.tmp"
+  rm -rf "$cert_manager_dir" && mv "$cert_manager_dir.tmp" "$cert_manager_dir"
+}
+
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   kube_assets=$KUBEBUILDER_ASSETS
   for b in kube-apiserver etcd kube-controller-manager; do
@@ -222,5 +241,6 @@ if [ ! -s "$capi_dir/crd/$INVENTORY_CRD" ]; then
   copy_inventory_crd "$(capi_module_dir "$CLUSTER_API_VERSION")" "$capi_dir/crd"
 fi
 [ -x "$kustomize_dir/kustomize" ] || build_kustomize
+[ -s "$cert_manager_dir/crd/cert-manager.io_certificates.yaml" ] || fetch_cert_manager_crds
 
-printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize"
+printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\nCERT_MANAGER_CRDS=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize" "$cert_manager_dir/crd"

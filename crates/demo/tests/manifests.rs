@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Service, ServiceAccount};
@@ -16,27 +17,170 @@ fn config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config")
 }
 
-/// The documents of a YAML file, typed.
-fn docs<T: DeserializeOwned>(relative: &str, kind: &str) -> Vec<T> {
-    let path = config().join(relative);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_yaml::Value::deserialize(d).expect("valid YAML"))
-        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some(kind))
-        .map(|v| serde_yaml::from_value(v).unwrap_or_else(|e| panic!("{relative}: {kind}: {e}")))
-        .collect()
+/// The image reference the release of these tests is made with.
+const RELEASE_IMAGE: &str = "ghcr.io/captf-io/captf-manager:v0.1.0";
+
+/// What an operator installs: `out/infrastructure-components.yaml` as
+/// `make release` writes it (`hack/release-manifests.sh`), as text.
+fn components_text() -> &'static str {
+    static BUILT: OnceLock<String> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let kustomize = captf_testenv::assets::kustomize().expect("the kustomize test asset");
+        let out = tempfile::tempdir().expect("a temporary folder");
+        let run = std::process::Command::new("bash")
+            .arg(config().join("../hack/release-manifests.sh"))
+            .arg(out.path())
+            .arg(RELEASE_IMAGE)
+            .env("KUSTOMIZE", kustomize)
+            .output()
+            .expect("running hack/release-manifests.sh");
+        assert!(
+            run.status.success(),
+            "hack/release-manifests.sh: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        for file in [
+            "metadata.yaml",
+            "cluster-template.yaml",
+            "cluster-template-clusterclass.yaml",
+        ] {
+            assert!(out.path().join(file).is_file(), "the release lacks {file}");
+        }
+        std::fs::read_to_string(out.path().join("infrastructure-components.yaml"))
+            .expect("the components file")
+    })
 }
 
-fn one<T: DeserializeOwned>(relative: &str, kind: &str) -> T {
-    let mut all = docs::<T>(relative, kind);
-    assert_eq!(all.len(), 1, "{relative} must hold exactly one {kind}");
-    all.remove(0)
+/// The components' objects, in file order.
+fn components() -> &'static [serde_yaml::Value] {
+    static PARSED: OnceLock<Vec<serde_yaml::Value>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        serde_yaml::Deserializer::from_str(components_text())
+            .map(|d| serde_yaml::Value::deserialize(d).expect("valid YAML"))
+            .collect()
+    })
+}
+
+/// The built object of `kind` named `name`, typed.
+fn one<T: DeserializeOwned>(kind: &str, name: &str) -> T {
+    let found: Vec<&serde_yaml::Value> = components()
+        .iter()
+        .filter(|v| {
+            v["kind"].as_str() == Some(kind) && v["metadata"]["name"].as_str() == Some(name)
+        })
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "the components must hold exactly one {kind} {name}"
+    );
+    serde_yaml::from_value(found[0].clone()).unwrap_or_else(|e| panic!("{kind} {name}: {e}"))
 }
 
 #[test]
 fn the_runner_role_manifest_is_the_role_the_manager_binds() {
-    let role: ClusterRole = one("rbac/runner_role.yaml", "ClusterRole");
-    assert_eq!(role, captf_manager::rbac::runner_cluster_role());
+    let role: ClusterRole = one("ClusterRole", "captf-runner");
+    let wanted = captf_manager::rbac::runner_cluster_role();
+    assert_eq!(role.metadata.name, wanted.metadata.name);
+    assert_eq!(role.rules, wanted.rules);
+}
+
+/// What clusterctl and Cluster API expect of a provider's components: the
+/// provider label on every object and on the manager's pods, the webhook
+/// CA injected by cert-manager from a Certificate for the webhook Service,
+/// and images pinned to a version.
+#[test]
+fn the_components_carry_what_clusterctl_and_cert_manager_need() {
+    const PROVIDER: &str = "infrastructure-terraform";
+    for object in components() {
+        let what = format!(
+            "{} {}",
+            object["kind"].as_str().unwrap_or("?"),
+            object["metadata"]["name"].as_str().unwrap_or("?")
+        );
+        assert_eq!(
+            object["metadata"]["labels"]["cluster.x-k8s.io/provider"].as_str(),
+            Some(PROVIDER),
+            "{what} lacks the provider label"
+        );
+        if let Some(template) = object["spec"]["template"]["metadata"].as_mapping() {
+            let labels = &template[&serde_yaml::Value::from("labels")];
+            assert_eq!(
+                labels["cluster.x-k8s.io/provider"].as_str(),
+                Some(PROVIDER),
+                "{what}'s pod template lacks the provider label"
+            );
+        }
+        if object["metadata"]["namespace"].as_str().is_some() {
+            assert_eq!(
+                object["metadata"]["namespace"].as_str(),
+                Some("captf-system"),
+                "{what}"
+            );
+        }
+    }
+    let webhooks: serde_yaml::Value = one(
+        "ValidatingWebhookConfiguration",
+        "captf-validating-webhook-configuration",
+    );
+    let inject = webhooks["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        .as_str()
+        .expect("the CA injection annotation");
+    let (ns, certificate) = inject.split_once('/').expect("namespace/name");
+    let certificate: serde_yaml::Value = one("Certificate", certificate);
+    assert_eq!(certificate["metadata"]["namespace"].as_str(), Some(ns));
+    let issuer = certificate["spec"]["issuerRef"]["name"].as_str().unwrap();
+    let _: serde_yaml::Value = one("Issuer", issuer);
+    // The certificate names the Service every webhook calls and lands in
+    // the Secret the manager mounts.
+    let dns: Vec<&str> = certificate["spec"]["dnsNames"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for hook in webhooks["webhooks"].as_sequence().unwrap() {
+        let service = &hook["clientConfig"]["service"];
+        let host = format!(
+            "{}.{}.svc",
+            service["name"].as_str().unwrap(),
+            service["namespace"].as_str().unwrap()
+        );
+        assert!(dns.contains(&host.as_str()), "{host} not among {dns:?}");
+        let _: Service = one("Service", service["name"].as_str().unwrap());
+    }
+    let d: Deployment = one("Deployment", "captf-controller-manager");
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    let mounted = pod
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.secret.as_ref())
+        .filter_map(|s| s.secret_name.clone())
+        .collect::<Vec<_>>();
+    assert!(
+        mounted.contains(
+            &certificate["spec"]["secretName"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        )
+    );
+    for c in pod
+        .containers
+        .iter()
+        .chain(pod.init_containers.iter().flatten())
+    {
+        let image = c.image.as_deref().unwrap_or_default();
+        assert!(
+            image.contains(':') && !image.ends_with(":latest"),
+            "image {image:?} is not pinned to a version"
+        );
+    }
+    // The metrics Service of the well-known name reaches the metrics port.
+    let metrics: Service = one("Service", "captf-controller-manager-metrics");
+    let port = &metrics.spec.unwrap().ports.unwrap()[0];
+    assert_eq!((port.name.as_deref(), port.port), (Some("metrics"), 8443));
 }
 
 /// True when `role` lets its holder do `verb` on `group`/`resource`
@@ -61,7 +205,7 @@ fn allows(role: &ClusterRole, group: &str, resource: &str, verb: &str, name: Opt
 
 #[test]
 fn the_manager_role_covers_what_the_manager_does() {
-    let role: ClusterRole = one("rbac/role.yaml", "ClusterRole");
+    let role: ClusterRole = one("ClusterRole", "captf-manager-role");
     let infra = "infrastructure.cluster.x-k8s.io";
     let rw = [
         "get", "list", "watch", "create", "update", "patch", "delete",
@@ -186,7 +330,7 @@ fn container<'a>(d: &'a Deployment, name: &str) -> &'a Container {
 
 #[test]
 fn the_deployment_matches_the_shipped_contract() {
-    let d: Deployment = one("manager/manager.yaml", "Deployment");
+    let d: Deployment = one("Deployment", "captf-controller-manager");
     assert_eq!(d.metadata.name.as_deref(), Some("captf-controller-manager"));
     assert_eq!(d.metadata.namespace.as_deref(), Some("captf-system"));
     let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
@@ -295,11 +439,11 @@ fn the_deployment_matches_the_shipped_contract() {
 
 #[test]
 fn service_account_binding_deployment_and_webhook_service_fit_together() {
-    let sa: ServiceAccount = one("rbac/service_account.yaml", "ServiceAccount");
-    let role: ClusterRole = one("rbac/role.yaml", "ClusterRole");
-    let binding: ClusterRoleBinding = one("rbac/role_binding.yaml", "ClusterRoleBinding");
-    let d: Deployment = one("manager/manager.yaml", "Deployment");
-    let service: Service = one("webhook/service.yaml", "Service");
+    let sa: ServiceAccount = one("ServiceAccount", "captf-controller-manager");
+    let role: ClusterRole = one("ClusterRole", "captf-manager-role");
+    let binding: ClusterRoleBinding = one("ClusterRoleBinding", "captf-manager-rolebinding");
+    let d: Deployment = one("Deployment", "captf-controller-manager");
+    let service: Service = one("Service", "captf-webhook-service");
 
     assert_eq!(binding.role_ref.kind, "ClusterRole");
     assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
@@ -347,4 +491,76 @@ fn service_account_binding_deployment_and_webhook_service_fit_together() {
         .find(|p| p.name.as_deref() == Some("webhook-server"))
         .map(|p| p.container_port);
     assert_eq!(Some(target), webhook_port.map(serde_json::Value::from));
+}
+
+/// The components as an operator applies them: every object accepted by a
+/// real apiserver with server-side apply (cert-manager's CRDs installed
+/// first, as `clusterctl init` ensures), and every CRD Established. The
+/// manager pod cannot start here (no such image is registered), so the
+/// webhooks have no backend: nothing else may run in this test binary's
+/// control plane after this test.
+#[tokio::test(flavor = "current_thread")]
+async fn the_components_apply_cleanly_with_server_side_apply() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::discovery::{Discovery, Scope};
+
+    let env = captf_testenv::TestEnv::get().await;
+    let client = env.client();
+    let cert_manager =
+        captf_testenv::assets::cert_manager_crds().expect("the cert-manager CRDs test asset");
+    let crds = captf_testenv::crds::read_dir(&cert_manager).expect("cert-manager CRDs");
+    captf_testenv::crds::install(&client, &crds)
+        .await
+        .expect("installing cert-manager's CRDs");
+
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let params = PatchParams::apply("captf-components-test").force();
+    let mut established = Vec::new();
+    for object in components() {
+        let object: DynamicObject = serde_yaml::from_value(object.clone()).expect("an object");
+        let types = object.types.clone().expect("apiVersion and kind");
+        let (group, version) = types
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &types.api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, &types.kind);
+        let (resource, caps) = discovery
+            .resolve_gvk(&gvk)
+            .unwrap_or_else(|| panic!("the apiserver does not serve {gvk:?}"));
+        let name = object.metadata.name.clone().expect("a name");
+        let api: Api<DynamicObject> = match (caps.scope, object.metadata.namespace.as_deref()) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+            (Scope::Namespaced, None) => {
+                panic!("{} {name} is namespaced but has no namespace", types.kind)
+            }
+            (Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(&name, &params, &Patch::Apply(&object))
+            .await
+            .unwrap_or_else(|e| panic!("applying {} {name}: {e}", types.kind));
+        if types.kind == "CustomResourceDefinition" {
+            established.push(name);
+        }
+    }
+    assert_eq!(established.len(), 8, "the eight CRDs of the provider");
+    let crd_api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    for name in established {
+        captf_testenv::eventually(&format!("CRD {name} Established"), 30, || {
+            let crd_api = crd_api.clone();
+            let name = name.clone();
+            async move {
+                let crd = crd_api.get(&name).await.ok()?;
+                crd.status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(())
+            }
+        })
+        .await;
+    }
 }

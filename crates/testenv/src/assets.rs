@@ -124,6 +124,24 @@ pub fn kustomize() -> Result<PathBuf, AssetError> {
     )
 }
 
+/// Folder of cert-manager's Certificate and Issuer CRDs:
+/// `CERT_MANAGER_CRDS`, else the cached copy.
+pub fn cert_manager_crds() -> Result<PathBuf, AssetError> {
+    if let Some(path) = std::env::var_os("CERT_MANAGER_CRDS") {
+        return existing(
+            "cert-manager CRDs",
+            PathBuf::from(path),
+            "CERT_MANAGER_CRDS",
+        );
+    }
+    let v = version("CERT_MANAGER_VERSION")?;
+    existing(
+        "cert-manager CRDs",
+        cache_dir()?.join(format!("cert-manager-v{v}/crd")),
+        "CERT_MANAGER_CRDS",
+    )
+}
+
 /// Folder of this project's generated CRDs (`config/crd/bases`).
 pub fn project_crds() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases")
