@@ -5,6 +5,7 @@
 #   Cluster API managers, clusterctl, CRDs, webhooks -> $CACHE/cluster-api-v<capi>/
 #   kustomize                                      -> $CACHE/kustomize-v<kustomize>/
 #   cert-manager's Certificate and Issuer CRDs     -> $CACHE/cert-manager-v<cm>/crd/
+#   mdbook (from crates.io)                        -> $CACHE/mdbook-v<mdbook>/bin/
 # Does nothing for an asset that is already there. Honours KUBEBUILDER_ASSETS
 # (a folder with kube-apiserver and etcd, the envtest convention, plus the
 # kube-controller-manager the test clusters run) and TOFU (a tofu binary) when
@@ -22,6 +23,7 @@ tofu_dir=$cache/opentofu-v$OPENTOFU_VERSION
 capi_dir=$cache/cluster-api-v$CLUSTER_API_VERSION
 kustomize_dir=$cache/kustomize-v$KUSTOMIZE_VERSION
 cert_manager_dir=$cache/cert-manager-v$CERT_MANAGER_VERSION
+mdbook_dir=$cache/mdbook-v$MDBOOK_VERSION
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 log() { printf '[test-assets] %s\n' "$*" >&2; }
@@ -214,6 +216,16 @@ fetch_cert_manager_crds() {
   rm -rf "$cert_manager_dir" && mv "$cert_manager_dir.tmp" "$cert_manager_dir"
 }
 
+build_mdbook() {
+  local v=$MDBOOK_VERSION
+  command -v cargo >/dev/null || die "cargo is not on PATH; mdbook is built from crates.io"
+  log "building mdbook v$v"
+  rm -rf "$mdbook_dir.tmp"
+  cargo install --quiet --locked --version "=$v" --root "$mdbook_dir.tmp" mdbook >&2 || die "cargo install mdbook $v failed"
+  "$mdbook_dir.tmp/bin/mdbook" --version >/dev/null || die "the mdbook build does not run"
+  rm -rf "$mdbook_dir" && mv "$mdbook_dir.tmp" "$mdbook_dir"
+}
+
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   kube_assets=$KUBEBUILDER_ASSETS
   for b in kube-apiserver etcd kube-controller-manager; do
@@ -242,5 +254,6 @@ if [ ! -s "$capi_dir/crd/$INVENTORY_CRD" ]; then
 fi
 [ -x "$kustomize_dir/kustomize" ] || build_kustomize
 [ -s "$cert_manager_dir/crd/cert-manager.io_certificates.yaml" ] || fetch_cert_manager_crds
+[ -x "$mdbook_dir/bin/mdbook" ] || build_mdbook
 
-printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\nCERT_MANAGER_CRDS=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize" "$cert_manager_dir/crd"
+printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\nCERT_MANAGER_CRDS=%q\nMDBOOK=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize" "$cert_manager_dir/crd" "$mdbook_dir/bin/mdbook"
