@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes the clusterctl files of a release into OUT: the provider components
-# (config/default with the manager image set to IMAGE, in the container and
-# as the runner image), metadata.yaml and the cluster templates.
+# (config/default with the manager image set to IMAGE), metadata.yaml and
+# the cluster templates.
 #   hack/release-manifests.sh OUT IMAGE      (KUSTOMIZE names kustomize)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,7 +21,7 @@ mkdir -p "$out"
 overlay=$(mktemp -d)
 trap 'rm -rf "$overlay"' EXIT
 # An overlay over config/default: the release image in the manager
-# container, and the same reference as the runner image the Jobs use.
+# container (the manager takes the Jobs' runner image from it at start).
 cat >"$overlay/kustomization.yaml" <<YAML
 resources:
 - $(realpath --relative-to="$overlay" config/default)
@@ -32,9 +32,6 @@ patches:
   patch: |-
     - op: replace
       path: /spec/template/spec/containers/0/image
-      value: $image
-    - op: replace
-      path: /spec/template/spec/containers/0/env/0/value
       value: $image
 YAML
 "$kustomize" build "$overlay" >"$out/infrastructure-components.yaml"

@@ -16,6 +16,7 @@ pub mod rbac;
 pub mod reconcile;
 pub mod recorder;
 pub mod records;
+pub mod runner_image;
 pub mod serving;
 pub mod state;
 pub mod webhook;

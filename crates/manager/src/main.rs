@@ -30,18 +30,6 @@ fn duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-fn runner_image(s: &str) -> Result<String, String> {
-    if s.is_empty() {
-        return Err("--runner-image (or CAPTF_MANAGER_IMAGE) must be set".into());
-    }
-    if s.contains(char::is_whitespace) || !s.contains('/') {
-        return Err(format!(
-            "--runner-image {s:?} is not a normalized image reference"
-        ));
-    }
-    Ok(s.to_owned())
-}
-
 #[derive(Parser, Debug)]
 #[command(name = "manager", version, about = "CAPTF controller manager")]
 struct Flags {
@@ -51,9 +39,10 @@ struct Flags {
     /// Watch one namespace only.
     #[arg(long)]
     namespace: Option<String>,
-    /// Image of the Jobs' runner init container.
-    #[arg(long, env = "CAPTF_MANAGER_IMAGE", value_parser = runner_image)]
-    runner_image: String,
+    /// Image of the Jobs' runner init container. Unset in a pod: the
+    /// manager container's own image (read from its pod at start).
+    #[arg(long, env = "CAPTF_MANAGER_IMAGE", value_parser = captf_manager::runner_image::validate)]
+    runner_image: Option<String>,
     /// Serves /healthz and /readyz.
     #[arg(long, default_value = ":9440")]
     health_addr: String,
@@ -173,7 +162,10 @@ impl Flags {
         vec![
             ("kubeconfig", opt(&self.kubeconfig)),
             ("namespace", self.namespace.clone().unwrap_or_default()),
-            ("runner-image", self.runner_image.clone()),
+            (
+                "runner-image",
+                self.runner_image.clone().unwrap_or_default(),
+            ),
             ("health-addr", self.health_addr.clone()),
             ("webhook-port", self.webhook_port.to_string()),
             (
@@ -363,7 +355,13 @@ async fn run(flags: Flags) -> Result<(), String> {
     } else {
         None
     };
-    let mut config = Config::new(flags.runner_image.clone());
+    let runner_image = captf_manager::runner_image::resolve(
+        flags.runner_image.as_deref(),
+        captf_manager::runner_image::own_pod(),
+        &client,
+    )
+    .await?;
+    let mut config = Config::new(runner_image);
     config.sync_period = flags.sync_period;
     config.concurrency = flags.concurrency();
     config.namespace = flags.namespace.clone();
@@ -464,7 +462,7 @@ async fn run(flags: Flags) -> Result<(), String> {
             }
         }
     }
-    tracing::info!(runner_image = %flags.runner_image, "starting controllers");
+    tracing::info!(runner_image = %ctx.config.runner_image, "starting controllers");
     let controllers = tokio::spawn(controllers::run_all(ctx, stop_rx.clone()));
     let lost = async {
         match &elector {
