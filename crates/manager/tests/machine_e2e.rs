@@ -54,6 +54,16 @@ async fn create(api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
 }
 
 async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path) -> Manager {
+    setup_with(env, ns, tmp, ns.client()).await
+}
+
+/// [`setup`] with the manager on `client` (a recording one, say).
+async fn setup_with(
+    env: &'static TestEnv,
+    ns: &TestNamespace,
+    tmp: &std::path::Path,
+    client: kube::Client,
+) -> Manager {
     env.cluster_api().await;
     serve_our_webhooks(env).await;
     env.executor()
@@ -66,7 +76,7 @@ async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path)
         );
     }
     install_runner_role(&ns.client()).await;
-    start_manager(ns.client(), ns.name())
+    start_manager(client, ns.name())
 }
 
 /// The user's part of a cluster: credentials, the bootstrap data a bootstrap
@@ -675,5 +685,55 @@ async fn a_machine_without_its_durable_inputs_runs_no_check() {
         condition(&m, "Ready"),
         Some("Ready"),
         "a missing check never makes Ready false"
+    );
+}
+
+/// A provisioned machine's pass with nothing due writes nothing: its status
+/// holds every field the pass would write (a field the schema lacks, pruned
+/// by the apiserver, would make every pass patch the status again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provisioned_machine_with_nothing_due_is_not_written() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let requests = support::requests::Requests::default();
+    let manager = setup_with(env, &ns, tmp.path(), requests.client(env.config())).await;
+    cluster(&ns).await;
+    machine_pair(
+        &ns,
+        "steady",
+        false,
+        json!({"drift": {"intervalSeconds": 86400}}),
+    )
+    .await;
+    wait_provisioned(&ns, 1, 240, |m| {
+        m.status
+            .as_ref()
+            .is_some_and(|s| s.workspace.active_job.is_none())
+    })
+    .await;
+    eventually("the passes to stop", 120, || async {
+        let before = manager.passes.snapshot();
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        (before == manager.passes.snapshot()).then_some(())
+    })
+    .await;
+
+    let mark = requests.mark();
+    let woken = support::touch::touch_state(
+        &ns,
+        &manager,
+        WorkloadKind::Machine,
+        "steady",
+        std::time::Duration::from_secs(3),
+    )
+    .await;
+    let sent = requests.since(mark);
+    let key = format!("{}/{}/steady", WorkloadKind::Machine.kind(), ns.name());
+    assert!(woken.contains_key(&key), "{woken:?}");
+    assert!(
+        !sent.iter().any(support::requests::Sent::is_write),
+        "a provisioned machine's pass with nothing due wrote:\n{}",
+        support::requests::tally(&sent)
     );
 }

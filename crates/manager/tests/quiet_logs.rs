@@ -15,12 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use captf_api::TerraformMachinePool;
-use captf_manager::names::{WorkloadKind, state_suffix};
+use captf_manager::names::WorkloadKind;
 use captf_testenv::{TestEnv, eventually};
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use support::pools::*;
+use support::touch::touch_state;
 use support::*;
 
 /// Every line the subscriber wrote.
@@ -114,21 +113,14 @@ async fn a_converged_pool_logs_nothing_at_info_over_its_resyncs_and_a_pass_with_
     let quiet_before = manager.quiet_passes.snapshot();
     tokio::time::sleep(3 * sync).await;
     let key = format!("{}/{}/pool-a", WorkloadKind::MachinePool.kind(), ns.name());
-    let passes_before = manager.passes.snapshot();
-    let suffix = state_suffix(WorkloadKind::MachinePool, ns.name(), "pool-a");
-    ns.api::<Secret>()
-        .patch(
-            &format!("tfstate-default-{suffix}"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"example.com/touched": "1"}}})),
-        )
-        .await
-        .unwrap();
-    eventually("the pool to look again", 30, || async {
-        (manager.passes.snapshot().get(&key) > passes_before.get(&key)).then_some(())
-    })
+    touch_state(
+        &ns,
+        &manager,
+        WorkloadKind::MachinePool,
+        "pool-a",
+        Duration::from_secs(2),
+    )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
 
     assert!(
         manager.quiet_passes.snapshot().get(&key) > quiet_before.get(&key),

@@ -11,14 +11,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use captf_api::TerraformMachinePool;
-use captf_manager::names::{WorkloadKind, state_suffix};
+use captf_manager::names::WorkloadKind;
 use captf_testenv::{TestEnv, TestNamespace, eventually};
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use support::many_pools::{add_pool, bring_up_cluster};
 use support::pools::install_noop_modules;
 use support::requests::{Requests, Sent, tally};
+use support::touch::touch_state;
 use support::*;
 
 const POOLS: usize = 10;
@@ -53,43 +53,17 @@ async fn converge(ns: &TestNamespace, manager: &Manager, quiet: Duration) {
     .await;
 }
 
-/// Annotates the state Secret of `name` from outside the manager, waits
-/// for the pass it wakes and three seconds more: the objects reconciled
-/// meanwhile (with their pass counts) and the requests the manager sent.
-async fn touch_state(
+/// [`touch_state`] of `name`, three seconds of settling, and the requests
+/// the manager sent meanwhile.
+async fn touch_and_record(
     ns: &TestNamespace,
     manager: &Manager,
     requests: &Requests,
     kind: WorkloadKind,
     name: &str,
 ) -> (BTreeMap<String, u64>, Vec<Sent>) {
-    let before = manager.passes.snapshot();
     let mark = requests.mark();
-    let suffix = state_suffix(kind, ns.name(), name);
-    ns.api::<Secret>()
-        .patch(
-            &format!("tfstate-default-{suffix}"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"example.com/touched": "1"}}})),
-        )
-        .await
-        .unwrap();
-    let key = format!("{}/{}/{name}", kind.kind(), ns.name());
-    eventually(&format!("{key} to look again"), 30, || async {
-        (manager.passes.snapshot().get(&key) > before.get(&key)).then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let woken = manager
-        .passes
-        .snapshot()
-        .into_iter()
-        .filter(|(k, n)| before.get(k) != Some(n))
-        .map(|(k, n)| {
-            let was = before.get(&k).copied().unwrap_or(0);
-            (k, n - was)
-        })
-        .collect();
+    let woken = touch_state(ns, manager, kind, name, Duration::from_secs(3)).await;
     (woken, requests.since(mark))
 }
 
@@ -141,7 +115,7 @@ async fn one_event_wakes_one_pool_and_a_converged_minute_costs_what_its_jobs_nee
         (WorkloadKind::MachinePool, "pool-3"),
         (WorkloadKind::Cluster, "prod"),
     ] {
-        let (woken, sent) = touch_state(&ns, &manager, &requests, kind, name).await;
+        let (woken, sent) = touch_and_record(&ns, &manager, &requests, kind, name).await;
         let key = format!("{}/{}/{name}", kind.kind(), ns.name());
         assert_eq!(
             woken.keys().collect::<Vec<_>>(),

@@ -324,10 +324,12 @@ fn event(warning: bool, reason: &'static str, note: String) -> MachineEffect {
     }
 }
 
+/// The v1beta2 initialization contract. A machine has no `status.ready`
+/// (only pools keep that v1beta1 flag): a field the schema lacks is pruned
+/// by the apiserver, so writing it would make every pass patch again.
 fn set_initialization(p: &mut OpenPass, provisioned: bool) {
     p.draft
         .field("initialization", json!({"provisioned": provisioned}));
-    p.draft.field("ready", provisioned);
 }
 
 /// A new health sample: a refresh or drift Job that succeeded since the

@@ -211,6 +211,7 @@ pub mod many_pools;
 pub mod moving;
 pub mod pools;
 pub mod requests;
+pub mod touch;
 pub mod webhooks;
 
 /// A classic Cluster as a user writes it, its infrastructure the

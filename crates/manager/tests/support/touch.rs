@@ -1,0 +1,51 @@
+//! Waking one object's full pass from outside the manager: an annotation on
+//! its state Secret routes to that object alone, and its pass then finds
+//! whatever is due (for a converged object: nothing).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use captf_manager::names::{WorkloadKind, state_suffix};
+use captf_testenv::{TestNamespace, eventually};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use super::Manager;
+
+/// Annotates the state Secret of `name`, waits for the pass it wakes and
+/// `settle` more: the objects reconciled meanwhile, with their pass counts.
+pub async fn touch_state(
+    ns: &TestNamespace,
+    manager: &Manager,
+    kind: WorkloadKind,
+    name: &str,
+    settle: Duration,
+) -> BTreeMap<String, u64> {
+    let before = manager.passes.snapshot();
+    let suffix = state_suffix(kind, ns.name(), name);
+    ns.api::<Secret>()
+        .patch(
+            &format!("tfstate-default-{suffix}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"example.com/touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let key = format!("{}/{}/{name}", kind.kind(), ns.name());
+    eventually(&format!("{key} to look again"), 30, || async {
+        (manager.passes.snapshot().get(&key) > before.get(&key)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(settle).await;
+    manager
+        .passes
+        .snapshot()
+        .into_iter()
+        .filter(|(k, n)| before.get(k) != Some(n))
+        .map(|(k, n)| {
+            let was = before.get(&k).copied().unwrap_or(0);
+            (k, n - was)
+        })
+        .collect()
+}
