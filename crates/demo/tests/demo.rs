@@ -84,6 +84,13 @@ fn the_demo_converges_and_prints_ready_infrastructure() {
         output.status
     );
 
+    // It stops cleanly: no agent reports the control plane it outlived.
+    for noise in ["watch error", "client error (Connect)"] {
+        assert!(
+            !stderr.contains(noise),
+            "the demo's end reports {noise:?}:\n{stderr}"
+        );
+    }
     let pool = row(&stdout, "terraformmachinepools", "demo-workers")
         .unwrap_or_else(|| panic!("no TerraformMachinePool row in:\n{stdout}"));
     let get = |col: &str| {

@@ -95,7 +95,8 @@ mod tests {
 
     #[test]
     fn the_runner_image_comes_from_the_manager_container() {
-        let table: &[(&[(&str, &str)], Result<&str, &str>)] = &[
+        type Containers = &'static [(&'static str, &'static str)];
+        let table: &[(Containers, Result<&str, &str>)] = &[
             (
                 &[("manager", "reg.example/captf-manager:v1")],
                 Ok("reg.example/captf-manager:v1"),

@@ -108,6 +108,16 @@ static SECOND: OnceLock<Result<TestEnv, String>> = OnceLock::new();
 static RUNNING: Mutex<Vec<ControlPlane>> = Mutex::new(Vec::new());
 /// The Cluster API managers, for the exit hook.
 static CAPI_RUNNING: Mutex<Vec<process::Process>> = Mutex::new(Vec::new());
+/// Set when the exit hook starts: the node agents and executors, which
+/// outlive the control plane on threads of their own, then stop reporting
+/// the connection errors of a control plane that is going away.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True once the process is stopping its control planes.
+pub(crate) fn stopping() -> bool {
+    STOPPING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// The local executors' work folders, removed by the exit hook.
 static EXECUTOR_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
@@ -636,6 +646,7 @@ fn register_exit_hook() {
 /// Runs when the test process exits: stop the control plane gracefully and
 /// remove its folder.
 extern "C" fn stop_at_exit() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
     let managers = std::mem::take(&mut *CAPI_RUNNING.lock().unwrap_or_else(|p| p.into_inner()));
     for mut p in managers.into_iter().rev() {
         p.stop(std::time::Duration::from_secs(5));

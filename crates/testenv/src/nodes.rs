@@ -216,6 +216,9 @@ pub async fn run(client: kube::Client) {
             }
             Ok(_) => continue,
             Err(e) => {
+                if crate::stopping() {
+                    return;
+                }
                 eprintln!("[node-agent] watch error: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;

@@ -125,6 +125,9 @@ pub async fn run(
             }
             Ok(_) => continue,
             Err(e) => {
+                if crate::stopping() {
+                    return Ok(());
+                }
                 eprintln!("[local-executor] watch error: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
