@@ -12,7 +12,7 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::io::state::state_selector;
 use crate::leases::run_lease_name;
-use crate::names::{name_label, state_lock_lease, state_suffix};
+use crate::names::{WorkloadKind, name_label, state_lock_lease, state_suffix};
 use crate::records::{applied_record_name, attempt_record_name};
 
 async fn delete_secret(api: &Api<Secret>, name: &str) -> Result<(), Error> {
@@ -75,7 +75,7 @@ pub async fn forget_runs<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Erro
     let suffix = state_suffix(K::KIND, &ns, &name);
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
     let mut names = vec![run_lease_name(&suffix), state_lock_lease(&suffix)];
-    if K::KIND == crate::names::WorkloadKind::Cluster
+    if K::KIND == WorkloadKind::Cluster
         && let Some(cluster) = crate::adapters::cluster_name_label(obj.meta())
     {
         names.push(crate::leases::cluster_lease_name(&ns, cluster));
@@ -90,42 +90,49 @@ pub async fn forget_runs<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Erro
     Ok(())
 }
 
-/// After `leaving` lets go: when no module object remains in the namespace,
-/// the runner's ServiceAccount, RoleBinding and Leases we made go too.
-/// Failures are only logged (the next release sweeps again).
-pub async fn sweep_namespace(ctx: &Context, namespace: &str, leaving: &str) {
-    if let Err(e) = try_sweep(ctx, namespace, leaving).await {
+/// After `leaving` (an object of `kind`) lets go: when no module object
+/// remains in the namespace, the runner's ServiceAccount, RoleBinding and
+/// Leases we made go too. Failures are only logged (the next release
+/// sweeps again).
+pub async fn sweep_namespace(ctx: &Context, namespace: &str, kind: WorkloadKind, leaving: &str) {
+    if let Err(e) = try_sweep(ctx, namespace, kind, leaving).await {
         tracing::warn!(namespace, error = %e, "namespace sweep failed");
     }
 }
 
-async fn try_sweep(ctx: &Context, ns: &str, leaving: &str) -> Result<(), Error> {
+/// How many module objects other than `leaving` (of `kind`) are listed:
+/// the leaving one may still be read for a moment after its finalizer went.
+fn remaining(kind: WorkloadKind, leaving: &str, listed: &[(WorkloadKind, String)]) -> usize {
+    listed
+        .iter()
+        .filter(|(k, name)| !(*k == kind && name == leaving))
+        .count()
+}
+
+async fn try_sweep(
+    ctx: &Context,
+    ns: &str,
+    kind: WorkloadKind,
+    leaving: &str,
+) -> Result<(), Error> {
     use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
     use k8s_openapi::api::core::v1::ServiceAccount;
     use k8s_openapi::api::rbac::v1::RoleBinding;
     let lp = ListParams::default();
-    let others = |names: Vec<String>| names.into_iter().filter(|n| n != leaving).count();
+    let mut listed = Vec::new();
     let clusters: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), ns);
+    for o in clusters.list(&lp).await?.items {
+        listed.push((WorkloadKind::Cluster, o.name_any()));
+    }
     let machines: Api<TerraformMachine> = Api::namespaced(ctx.client.clone(), ns);
+    for o in machines.list(&lp).await?.items {
+        listed.push((WorkloadKind::Machine, o.name_any()));
+    }
     let pools: Api<TerraformMachinePool> = Api::namespaced(ctx.client.clone(), ns);
-    let remaining = others(
-        clusters
-            .list(&lp)
-            .await?
-            .items
-            .iter()
-            .map(|o| o.name_any())
-            .collect(),
-    ) + machines.list(&lp).await?.items.len()
-        + others(
-            pools
-                .list(&lp)
-                .await?
-                .items
-                .iter()
-                .map(|o| o.name_any())
-                .collect(),
-        );
+    for o in pools.list(&lp).await?.items {
+        listed.push((WorkloadKind::MachinePool, o.name_any()));
+    }
+    let remaining = remaining(kind, leaving, &listed);
     if remaining > 0 {
         return Ok(());
     }
@@ -148,4 +155,38 @@ async fn try_sweep(ctx: &Context, ns: &str, leaving: &str) -> Result<(), Error> 
     // Also after: a pass that applied it meanwhile saw it deleted.
     ctx.rbac_ensured.forget(ns);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_leaving_object_itself_is_not_counted() {
+        use WorkloadKind::{Cluster, Machine, MachinePool};
+        let listed = |v: &[(WorkloadKind, &str)]| -> Vec<(WorkloadKind, String)> {
+            v.iter().map(|(k, n)| (*k, n.to_string())).collect()
+        };
+        type Listed = Vec<(WorkloadKind, String)>;
+        let table: &[(WorkloadKind, &str, Listed, usize)] = &[
+            (Cluster, "prod", listed(&[]), 0),
+            (Machine, "m-1", listed(&[(Machine, "m-1")]), 0),
+            (MachinePool, "prod", listed(&[(MachinePool, "prod")]), 0),
+            // Another kind of the same name still needs the runner.
+            (Cluster, "prod", listed(&[(MachinePool, "prod")]), 1),
+            (
+                Machine,
+                "m-1",
+                listed(&[(Machine, "m-1"), (Machine, "m-2")]),
+                1,
+            ),
+        ];
+        for (kind, leaving, objects, want) in table {
+            assert_eq!(
+                remaining(*kind, leaving, objects),
+                *want,
+                "{kind:?} {leaving} {objects:?}"
+            );
+        }
+    }
 }

@@ -353,7 +353,7 @@ pub async fn retain_and_release<K: Workload>(
     .await;
     pass::remove_finalizer(ctx, obj).await?;
     ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
-    super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
+    super::cleanup::sweep_namespace(ctx, &ns, K::KIND, &obj.name_any()).await;
     Ok(Action::await_change())
 }
 
@@ -405,7 +405,7 @@ pub async fn release_after_destroy<K: Workload>(
     .await;
     pass::remove_finalizer(ctx, obj).await?;
     ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
-    super::cleanup::sweep_namespace(ctx, &ns, &obj.name_any()).await;
+    super::cleanup::sweep_namespace(ctx, &ns, K::KIND, &obj.name_any()).await;
     Ok(Action::await_change())
 }
 
