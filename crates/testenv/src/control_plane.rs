@@ -16,13 +16,17 @@ use crate::pki::Pki;
 use crate::process::Process;
 
 /// The controllers a test cluster needs: garbage collection, namespace
-/// deletion, Jobs and their TTL, and service accounts (pods need the
-/// namespace's `default` one) with their tokens and root CA.
+/// deletion, Jobs and their TTL, Deployments and their ReplicaSets (the
+/// provider's own manager, installed from its components), and service
+/// accounts (pods need the namespace's `default` one) with their tokens
+/// and root CA.
 pub const CONTROLLERS: &[&str] = &[
     "garbage-collector-controller",
     "namespace-controller",
     "job-controller",
     "ttl-after-finished-controller",
+    "deployment-controller",
+    "replicaset-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",

@@ -232,43 +232,60 @@ impl TestEnv {
     pub fn executor(&'static self) -> &'static executor::ImageMap {
         self.executor.get_or_init(|| {
             let images = executor::ImageMap::default();
-            let url = self.config.cluster_url.clone();
-            let node = executor::Node {
-                name: executor::NODE_NAME.to_owned(),
-                api_host: url.host().unwrap_or("127.0.0.1").to_owned(),
-                api_port: url.port_u16().unwrap_or(443),
-                work_dir: std::env::temp_dir().join(format!(
-                    "captf-executor-{}-{}",
-                    std::process::id(),
-                    self.index
-                )),
-            };
             register_exit_hook();
-            EXECUTOR_DIRS
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(node.work_dir.clone());
-            let (config, map) = (self.config.clone(), images.clone());
-            std::thread::Builder::new()
-                .name("captf-local-executor".to_owned())
-                .spawn(move || {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("a runtime for the local executor");
-                    rt.block_on(async move {
-                        let client =
-                            kube::Client::try_from(config).expect("client from a valid config");
-                        if let Err(e) =
-                            executor::run(client, map, node, executor::DEFAULT_SELECTOR).await
-                        {
-                            eprintln!("[local-executor] stopped: {e}");
-                        }
-                    });
-                })
-                .expect("spawning the local executor thread");
+            self.spawn_executor(images.clone(), executor::DEFAULT_SELECTOR, "");
             images
         })
+    }
+
+    /// Runs the pods matching `selector` too (say, the provider's own
+    /// Deployment), on the same node and with the same images as the Job
+    /// pods of [`TestEnv::executor`]. Call once per selector.
+    pub fn run_pods(&'static self, selector: &str) -> &'static executor::ImageMap {
+        let images = self.executor();
+        let suffix = format!(
+            "-{}",
+            selector.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+        );
+        self.spawn_executor(images.clone(), selector, &suffix);
+        images
+    }
+
+    /// An executor of the pods matching `selector` on a thread of its own,
+    /// its work folder removed by the exit hook.
+    fn spawn_executor(&'static self, images: executor::ImageMap, selector: &str, suffix: &str) {
+        let url = self.config.cluster_url.clone();
+        let node = executor::Node {
+            name: executor::NODE_NAME.to_owned(),
+            api_host: url.host().unwrap_or("127.0.0.1").to_owned(),
+            api_port: url.port_u16().unwrap_or(443),
+            work_dir: std::env::temp_dir().join(format!(
+                "captf-executor-{}-{}{suffix}",
+                std::process::id(),
+                self.index
+            )),
+        };
+        EXECUTOR_DIRS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(node.work_dir.clone());
+        let (config, selector) = (self.config.clone(), selector.to_owned());
+        std::thread::Builder::new()
+            .name("captf-local-executor".to_owned())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime for the local executor");
+                rt.block_on(async move {
+                    let client =
+                        kube::Client::try_from(config).expect("client from a valid config");
+                    if let Err(e) = executor::run(client, images, node, &selector).await {
+                        eprintln!("[local-executor] stopped: {e}");
+                    }
+                });
+            })
+            .expect("spawning the local executor thread");
     }
 
     /// Cluster API's controllers (see [`capi`]) and the node agent (see
