@@ -8,6 +8,7 @@ pub mod bins;
 pub mod capi;
 pub mod examples;
 pub mod images;
+pub mod install;
 pub mod kube_io;
 pub mod progress;
 pub mod table;

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use captf_demo::progress::{self, Tracker};
-use captf_demo::{bins, capi, examples, images, kube_io, table};
+use captf_demo::{bins, capi, examples, images, install, kube_io, table};
 use captf_testenv::TestEnv;
 use captf_testenv::process::Process;
 use clap::Parser;
@@ -58,6 +58,14 @@ struct Args {
     /// Folder of the no-op modules the module images are made of.
     #[arg(long, default_value_os_t = Path::new(WORKSPACE).join("modules/noop"))]
     modules: PathBuf,
+    /// Install mode: the provider from this `infrastructure-components.yaml`
+    /// (`make release`), its manager pod run by the node agent from the
+    /// image layout of `--manager-image`, rather than the manager binary.
+    #[arg(long, requires = "manager_image")]
+    install: Option<PathBuf>,
+    /// The manager image's OCI layout for `--install` (`out/images/captf-manager`).
+    #[arg(long, requires = "install")]
+    manager_image: Option<PathBuf>,
 }
 
 /// Why the demo ended early.
@@ -104,6 +112,8 @@ struct Running {
     work_dir: PathBuf,
     kubeconfig: Option<PathBuf>,
     manager: Option<Process>,
+    /// Install mode: the manager runs as the provider's Deployment.
+    installed: Option<kube::Client>,
 }
 
 impl Running {
@@ -175,6 +185,11 @@ async fn run(args: Args) -> i32 {
     if let Some(m) = r.manager.as_mut() {
         m.stop(MANAGER_STOP_GRACE);
     }
+    if let Some(client) = &r.installed
+        && let Err(e) = uninstall_manager(client).await
+    {
+        eprintln!("captf-demo: stopping the manager pod: {e}");
+    }
     if ok {
         let _ = std::fs::remove_dir_all(&r.work_dir);
     } else {
@@ -223,6 +238,7 @@ async fn demo(
         work_dir: work_dir.clone(),
         kubeconfig: None,
         manager: None,
+        installed: None,
     });
     let start = Instant::now();
     say(start, &format!("work folder {}", work_dir.display()));
@@ -277,19 +293,42 @@ async fn demo(
         "Cluster API ready; node agent registers a Node per pool member",
     );
 
-    kube_io::install_runner_role(&client, FIELD_MANAGER).await?;
-    say(
-        start,
-        &format!("installed ClusterRole {}", captf_manager::rbac::RUNNER),
-    );
-
-    let health = bins::free_loopback_addr()?;
-    let manager = start_manager(&bin_dir, &kubeconfig, &health, &work_dir)?;
-    let log = manager.log.clone();
-    running.as_mut().expect("set above").manager = Some(manager);
-    say(start, &format!("manager started, log: {}", log.display()));
-    wait_manager_ready(running, &health, signals).await?;
-    say(start, &format!("manager ready (health {health})"));
+    if let (Some(components), Some(layout)) = (&args.install, &args.manager_image) {
+        let release = install::Release {
+            components: components.clone(),
+            manager_layout: layout.clone(),
+        };
+        let image = install::install(env, &release, &work_dir, FIELD_MANAGER).await?;
+        running.as_mut().expect("set above").installed = Some(client.clone());
+        say(
+            start,
+            &format!(
+                "installed {} (manager image {image}); the node agent runs Deployment {}/{}",
+                components.display(),
+                install::NAMESPACE,
+                install::DEPLOYMENT
+            ),
+        );
+        wait_manager_ready(running, install::HEALTH_ADDR, signals).await?;
+        let denial = install::webhook_denial(&client).await?;
+        say(
+            start,
+            &format!("manager pod ready; its webhook refuses a root Job: {denial}"),
+        );
+    } else {
+        kube_io::install_runner_role(&client, FIELD_MANAGER).await?;
+        say(
+            start,
+            &format!("installed ClusterRole {}", captf_manager::rbac::RUNNER),
+        );
+        let health = bins::free_loopback_addr()?;
+        let manager = start_manager(&bin_dir, &kubeconfig, &health, &work_dir)?;
+        let log = manager.log.clone();
+        running.as_mut().expect("set above").manager = Some(manager);
+        say(start, &format!("manager started, log: {}", log.display()));
+        wait_manager_ready(running, &health, signals).await?;
+        say(start, &format!("manager ready (health {health})"));
+    }
 
     apply_examples(&client, &objects, cluster_api, start).await?;
 
@@ -312,6 +351,32 @@ async fn demo(
         print_tables(&client, &namespace, &targets).await?;
     }
     converged
+}
+
+/// Deletes the manager Deployment and waits for its pods to stop, so the
+/// manager process ends before the control plane does.
+async fn uninstall_manager(client: &kube::Client) -> Result<(), String> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, DeleteParams, ListParams};
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), install::NAMESPACE);
+    let _ = deployments
+        .delete(install::DEPLOYMENT, &DeleteParams::foreground())
+        .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), install::NAMESPACE);
+    let selector = ListParams::default().labels(install::PROVIDER_PODS);
+    let deadline = Instant::now() + MANAGER_STOP_GRACE + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        match pods.list(&selector).await {
+            Ok(list) if list.items.is_empty() => return Ok(()),
+            Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(format!(
+        "the manager pods were still there after {}s",
+        (MANAGER_STOP_GRACE + Duration::from_secs(10)).as_secs()
+    ))
 }
 
 /// Starts the manager binary against the local control plane, its output

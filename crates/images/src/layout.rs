@@ -259,17 +259,50 @@ fn collect_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> 
     Ok(())
 }
 
+/// The manifest of the layout's (first) image and its digest.
+fn first_manifest(layout: &Path) -> Result<(String, serde_json::Value)> {
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(layout.join("index.json"))?)?;
+    let digest = index["manifests"][0]["digest"]
+        .as_str()
+        .context("index without a manifest")?
+        .to_string();
+    let manifest = serde_json::from_slice(&std::fs::read(blob_path(layout, &digest))?)?;
+    Ok((digest, manifest))
+}
+
+fn blob_path(layout: &Path, digest: &str) -> PathBuf {
+    layout
+        .join("blobs/sha256")
+        .join(digest.trim_start_matches("sha256:"))
+}
+
+/// Unpacks the layers of the layout's image into `dest` (as a container
+/// runtime would before starting it, modes kept) and returns the image's
+/// digest.
+pub fn unpack(layout: &Path, dest: &Path) -> Result<String> {
+    let (digest, manifest) = first_manifest(layout)?;
+    std::fs::create_dir_all(dest)?;
+    for layer in manifest["layers"]
+        .as_array()
+        .context("manifest without layers")?
+    {
+        let blob = layer["digest"].as_str().context("layer without a digest")?;
+        let gz = flate2::read::GzDecoder::new(std::fs::File::open(blob_path(layout, blob))?);
+        let mut archive = tar::Archive::new(gz);
+        archive.set_preserve_permissions(true);
+        archive
+            .unpack(dest)
+            .with_context(|| format!("unpacking layer {blob} into {}", dest.display()))?;
+    }
+    Ok(digest)
+}
+
 /// The files of the image's single layer, read back from a layout: path
 /// (without the leading `/`) to content. For tests and checks.
 pub fn read_layer_files(layout: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
-    let blob = |digest: &str| layout.join("blobs/sha256").join(&digest["sha256:".len()..]);
-    let index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(layout.join("index.json"))?)?;
-    let manifest_digest = index["manifests"][0]["digest"]
-        .as_str()
-        .context("index without a manifest")?;
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(blob(manifest_digest))?)?;
+    let blob = |digest: &str| blob_path(layout, digest);
+    let (_, manifest) = first_manifest(layout)?;
     let mut files = BTreeMap::new();
     for layer in manifest["layers"]
         .as_array()
