@@ -68,22 +68,89 @@ fn row(output: &str, resource: &str, name: &str) -> Option<Vec<(String, String)>
     )
 }
 
-#[test]
-fn the_demo_converges_and_prints_ready_infrastructure() {
-    let bin_dir = build();
+/// One demo at a time: both modes' managers serve on the host's ports.
+static ONE_DEMO: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs the demo with `args`; returns its stdout and stderr once it
+/// succeeded.
+fn run_demo(bin_dir: &Path, args: &[&std::ffi::OsStr]) -> (String, String) {
+    let _one = ONE_DEMO.lock().unwrap_or_else(|p| p.into_inner());
     let output = Command::new(bin_dir.join("captf-demo"))
         .args(["--timeout", "8m"])
+        .args(args)
         .current_dir(workspace())
         .output()
         .expect("running captf-demo");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
         "captf-demo failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
+    (stdout, stderr)
+}
 
+#[test]
+fn the_demo_converges_and_prints_ready_infrastructure() {
+    let bin_dir = build();
+    let (stdout, stderr) = run_demo(&bin_dir, &[]);
+    check_converged(&stdout, &stderr);
+}
+
+/// Install mode, as `make demo-install` runs it: the release built the way
+/// `make release` builds it (static binaries, the image layout, the
+/// components of `hack/release-manifests.sh`), the manager pod run by the
+/// node agent from that layout, its webhook answering with the demo's
+/// certificate, and the examples converging under it.
+#[test]
+fn the_demo_in_install_mode_runs_the_manager_from_its_image() {
+    let bin_dir = build();
+    let out = tempfile::tempdir().unwrap();
+    let image = "local.demo/captf-manager:v0.1.0";
+    let manager = captf_testenv::static_build::build("captf-manager", "manager");
+    let runner = captf_testenv::static_build::build("captf-runner", "runner");
+    let layout = out.path().join("images/captf-manager");
+    let provenance = captf_images::recipes::Provenance {
+        version: "v0.1.0".into(),
+        ..Default::default()
+    };
+    let spec = captf_images::recipes::manager_image(&manager, &runner, &provenance);
+    captf_images::layout::write_layout(&layout, &spec, Some("v0.1.0")).unwrap();
+    let kustomize = captf_testenv::assets::kustomize().expect("the kustomize test asset");
+    let release = Command::new("bash")
+        .arg(workspace().join("hack/release-manifests.sh"))
+        .arg(out.path())
+        .arg(image)
+        .env("KUSTOMIZE", kustomize)
+        .current_dir(workspace())
+        .output()
+        .unwrap();
+    assert!(release.status.success(), "{release:?}");
+
+    let components = out.path().join("infrastructure-components.yaml");
+    let (stdout, stderr) = run_demo(
+        &bin_dir,
+        &[
+            "--install".as_ref(),
+            components.as_os_str(),
+            "--manager-image".as_ref(),
+            layout.as_os_str(),
+        ],
+    );
+    assert!(
+        stdout.contains(&format!("(manager image {image}); the node agent runs Deployment captf-system/captf-controller-manager")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("its webhook refuses a root Job: admission webhook \"validation.terraformcluster.infrastructure.cluster.x-k8s.io\" denied the request"),
+        "{stdout}"
+    );
+    check_converged(&stdout, &stderr);
+}
+
+/// What a converged demo prints, in either mode.
+fn check_converged(stdout: &str, stderr: &str) {
     // It stops cleanly: no agent reports the control plane it outlived.
     // (A watch that expired mid-run and was listed again is not noise.)
     assert!(
