@@ -2,6 +2,8 @@
 #
 #   make demo        run the local demo and exit (0 once everything is Ready)
 #   make demo-keep   same, then keep it running for exploring until Ctrl-C
+#   make demo-install the demo with the provider installed from its release:
+#                    components applied, the manager pod run from its image
 #   make test        build the test assets (once) and run every test, as CI does
 #   make images      the manager and no-op module images as OCI layouts in out/images
 #   make release     out/: infrastructure-components.yaml, metadata.yaml, the
@@ -26,7 +28,7 @@ STATIC_DIR := $(TARGET_DIR)/$(STATIC_TARGET)/release
 # API and kustomize, and prints where they are as shell assignments.
 ASSETS := set -a && eval "$$(bash hack/test-assets.sh)" && set +a
 
-.PHONY: demo demo-keep test images release
+.PHONY: demo demo-keep demo-install test images release
 
 demo:
 	$(ASSETS) && \
@@ -35,6 +37,22 @@ demo:
 
 demo-keep: DEMO_ARGS += --keep
 demo-keep: demo
+
+# The release as make release builds it (debug profile), under a local
+# reference the demo's node agent serves the layout as.
+DEMO_RELEASE := $(OUT)/demo-release
+DEMO_MANAGER_IMAGE := local.demo/captf-manager:v$(VERSION)
+demo-install:
+	$(ASSETS) && \
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --locked \
+	  --target $(STATIC_TARGET) -p captf-manager --bin manager -p captf-runner --bin runner && \
+	$(CARGO) build --locked -p captf-images -p captf-runner -p captf-manager -p captf-demo --bins && \
+	$(TARGET_DIR)/debug/captf-images manager \
+	  --manager $(TARGET_DIR)/$(STATIC_TARGET)/debug/manager --runner $(TARGET_DIR)/$(STATIC_TARGET)/debug/runner \
+	  --out $(DEMO_RELEASE)/images/captf-manager --reference $(DEMO_MANAGER_IMAGE) --version v$(VERSION) && \
+	bash hack/release-manifests.sh $(DEMO_RELEASE) $(DEMO_MANAGER_IMAGE) && \
+	$(TARGET_DIR)/debug/captf-demo --install $(DEMO_RELEASE)/infrastructure-components.yaml \
+	  --manager-image $(DEMO_RELEASE)/images/captf-manager $(DEMO_ARGS)
 
 test:
 	bash .ci/run
