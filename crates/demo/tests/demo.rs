@@ -157,7 +157,7 @@ fn check_converged(stdout: &str, stderr: &str) {
         !stderr.contains("client error (Connect)"),
         "the demo's end reports connection errors:\n{stderr}"
     );
-    let pool = row(&stdout, "terraformmachinepools", "demo-workers")
+    let pool = row(stdout, "terraformmachinepools", "demo-workers")
         .unwrap_or_else(|| panic!("no TerraformMachinePool row in:\n{stdout}"));
     let get = |col: &str| {
         pool.iter()
@@ -170,7 +170,7 @@ fn check_converged(stdout: &str, stderr: &str) {
     assert_eq!(get("MACHINEPOOL"), "demo-workers");
     assert_eq!(get("REPLICAS"), "3");
 
-    let cluster = row(&stdout, "terraformclusters", "demo")
+    let cluster = row(stdout, "terraformclusters", "demo")
         .unwrap_or_else(|| panic!("no TerraformCluster row in:\n{stdout}"));
     let ready = cluster
         .iter()
@@ -179,7 +179,7 @@ fn check_converged(stdout: &str, stderr: &str) {
     assert_eq!(ready, Some("True"), "{stdout}");
 
     // Cluster API's own view of the pool: three members matched to Nodes.
-    let mp = row(&stdout, "machinepools", "demo-workers")
+    let mp = row(stdout, "machinepools", "demo-workers")
         .unwrap_or_else(|| panic!("no MachinePool row in:\n{stdout}"));
     let mp_get = |col: &str| {
         mp.iter()
@@ -222,7 +222,7 @@ fn check_converged(stdout: &str, stderr: &str) {
     // The control-plane machine and the MachineDeployment's two workers:
     // provisioned with provider IDs, each Machine matched to its Node.
     let cell = |resource: &str, name: &str, col: &str| -> String {
-        let r = row(&stdout, resource, name)
+        let r = row(stdout, resource, name)
             .unwrap_or_else(|| panic!("no {resource} row {name} in:\n{stdout}"));
         r.iter()
             .find(|(h, _)| h == col)
