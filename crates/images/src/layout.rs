@@ -60,8 +60,8 @@ pub fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-/// The tag part of an image reference (`repo:tag` → `tag`; a digest
-/// reference or none at all gives `latest`'s absence: `None`).
+/// The tag part of an image reference (`repo:tag` → `tag`); `None` for a
+/// digest reference or one without a tag.
 pub fn tag_of(reference: &str) -> Option<&str> {
     let last = reference.rsplit('/').next().unwrap_or(reference);
     if last.contains('@') {
