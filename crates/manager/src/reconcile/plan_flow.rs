@@ -199,14 +199,14 @@ pub(super) fn explain_wait(pass: &mut OpenPass, decision: &Decision, live: Optio
             status: "Unknown",
             reason: reasons::PLAN_AWAITING_APPROVAL,
             message: format!(
-                "applyPolicy is Manual: TerraformPlan {plan} waits for approval; review it, then: kubectl patch terraformplan {plan} -n {ns} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'"
+                "applyPolicy is Manual: TerraformPlan {plan} waits for approval; review it, then: kubectl patch terraformplan {plan} -n {ns} --type merge -p '{{\"spec\":{{\"approved\":true,\"approvedBy\":\"<your username>\"}}}}'"
             ),
         },
         Reason::DestructivePlanBlocked => ConditionValue {
             status: "False",
             reason: reasons::DESTRUCTIVE_PLAN_BLOCKED,
             message: format!(
-                "the apply stopped before a plan that deletes or replaces resources; nothing was applied; approve TerraformPlan {plan} (spec.approved=true) to apply it"
+                "the apply stopped before a plan that deletes or replaces resources; nothing was applied; approve TerraformPlan {plan} (spec.approved=true and spec.approvedBy=<your username>) to apply it"
             ),
         },
         _ => return,

@@ -241,7 +241,7 @@ pub async fn create(
                 events::PLAN_READY,
                 "Plan",
                 format!(
-                    "TerraformPlan {name} waits for approval (set spec.approved=true on it after review)"
+                    "TerraformPlan {name} waits for approval (after review set spec.approved=true and spec.approvedBy=<your username> on it)"
                 ),
             )
             .await;
