@@ -6,6 +6,9 @@
 #   kustomize                                      -> $CACHE/kustomize-v<kustomize>/
 #   cert-manager's Certificate and Issuer CRDs     -> $CACHE/cert-manager-v<cm>/crd/
 #   mdbook (from crates.io)                        -> $CACHE/mdbook-v<mdbook>/bin/
+#   the oracle/oci provider, a filesystem mirror   -> $CACHE/oci-provider-v<oci>/mirror/
+#     (not built: unpacked with zstd from the build in ../shared/providers/oci,
+#     or OCI_PROVIDER_DIST, with both sha256 sums of its SHA256SUMS checked)
 # Does nothing for an asset that is already there. Honours KUBEBUILDER_ASSETS
 # (a folder with kube-apiserver and etcd, the envtest convention, plus the
 # kube-controller-manager the test clusters run) and TOFU (a tofu binary) when
@@ -24,6 +27,17 @@ capi_dir=$cache/cluster-api-v$CLUSTER_API_VERSION
 kustomize_dir=$cache/kustomize-v$KUSTOMIZE_VERSION
 cert_manager_dir=$cache/cert-manager-v$CERT_MANAGER_VERSION
 mdbook_dir=$cache/mdbook-v$MDBOOK_VERSION
+# The OCI provider the module tests validate against: the newest release
+# buildable here (the module itself pins the reference's 9.8.0). Installed
+# from a build outside the repository, which the Go module proxy cannot serve.
+OCI_PROVIDER_VERSION=8.28.0
+# Its default is the workplace's shared folder beside this checkout; a clone
+# made elsewhere on the same machine finds it at /work/shared.
+oci_dist=${OCI_PROVIDER_DIST:-$(dirname "$(cd "$here/.." && pwd)")/shared/providers/oci}
+if [ -z "${OCI_PROVIDER_DIST:-}" ] && [ ! -d "$oci_dist" ] && [ -d /work/shared/providers/oci ]; then
+  oci_dist=/work/shared/providers/oci
+fi
+oci_dir=$cache/oci-provider-v$OCI_PROVIDER_VERSION
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 log() { printf '[test-assets] %s\n' "$*" >&2; }
@@ -226,6 +240,43 @@ build_mdbook() {
   rm -rf "$mdbook_dir" && mv "$mdbook_dir.tmp" "$mdbook_dir"
 }
 
+# The oracle/oci provider in the unpacked filesystem-mirror layout OpenTofu
+# reads: <mirror>/registry.opentofu.org/oracle/oci/<v>/linux_amd64/<binary>.
+oci_binary=terraform-provider-oci_v$OCI_PROVIDER_VERSION
+oci_zst=${oci_binary}_linux_amd64.zst
+oci_rel=mirror/registry.opentofu.org/oracle/oci/$OCI_PROVIDER_VERSION/linux_amd64/$oci_binary
+
+# The sum SHA256SUMS lists for FILE, or nothing.
+oci_listed_sum() { awk -v f="$1" '$2 == f || $2 == "*" f {print $1}' "$oci_dist/SHA256SUMS"; }
+
+# What an install came from: the sums file and the compressed file's size and
+# mtime. A cached install is reused only while these are unchanged, so an
+# edited or replaced build is checked again, without hashing 290 MB each run.
+oci_source_stamp() {
+  cat "$oci_dist/SHA256SUMS"
+  stat -c 'zst %s %Y' "$oci_dist/$oci_zst"
+}
+
+install_oci_provider() {
+  local v=$OCI_PROVIDER_VERSION tmp=$oci_dir.tmp want got
+  command -v zstd >/dev/null || die "zstd is not on PATH; it unpacks the OCI provider (Debian: apt-get install -y zstd)"
+  log "installing the oracle/oci provider v$v from $oci_dist"
+  want=$(oci_listed_sum "$oci_zst")
+  [ -n "$want" ] || die "$oci_dist/SHA256SUMS lists no sum for $oci_zst"
+  got=$(sha256sum "$oci_dist/$oci_zst" | cut -d' ' -f1)
+  [ "$got" = "$want" ] || die "$oci_dist/$oci_zst has sha256 $got, SHA256SUMS says $want"
+  rm -rf "$tmp" && mkdir -p "$(dirname "$tmp/$oci_rel")"
+  zstd -q -d -f "$oci_dist/$oci_zst" -o "$tmp/$oci_rel" || die "zstd cannot unpack $oci_dist/$oci_zst"
+  want=$(oci_listed_sum "$oci_binary")
+  [ -n "$want" ] || die "$oci_dist/SHA256SUMS lists no sum for $oci_binary"
+  got=$(sha256sum "$tmp/$oci_rel" | cut -d' ' -f1)
+  [ "$got" = "$want" ] || { rm -rf "$tmp"; die "the unpacked $oci_binary has sha256 $got, SHA256SUMS says $want"; }
+  chmod 0755 "$tmp/$oci_rel"
+  oci_source_stamp >"$tmp/installed-from"
+  mkdir -p "$cache"
+  rm -rf "$oci_dir" && mv "$tmp" "$oci_dir"
+}
+
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   kube_assets=$KUBEBUILDER_ASSETS
   for b in kube-apiserver etcd kube-controller-manager; do
@@ -256,4 +307,12 @@ fi
 [ -s "$cert_manager_dir/crd/cert-manager.io_certificates.yaml" ] || fetch_cert_manager_crds
 [ -x "$mdbook_dir/bin/mdbook" ] || build_mdbook
 
-printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\nCERT_MANAGER_CRDS=%q\nMDBOOK=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize" "$cert_manager_dir/crd" "$mdbook_dir/bin/mdbook"
+[ "$(uname -m)" = x86_64 ] || die "the OCI provider build is for linux/amd64 only; this machine is $(uname -m)"
+for f in SHA256SUMS "$oci_zst"; do
+  [ -s "$oci_dist/$f" ] || die "the OCI provider build lacks $oci_dist/$f"
+done
+if [ ! -x "$oci_dir/$oci_rel" ] || [ "$(oci_source_stamp)" != "$(cat "$oci_dir/installed-from" 2>/dev/null)" ]; then
+  install_oci_provider
+fi
+
+printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\nCERT_MANAGER_CRDS=%q\nMDBOOK=%q\nOCI_PROVIDER_MIRROR=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize" "$cert_manager_dir/crd" "$mdbook_dir/bin/mdbook" "$oci_dir/mirror"

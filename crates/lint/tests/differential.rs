@@ -1,7 +1,11 @@
-//! Differential test against the real OpenTofu: over the fixture modules and
-//! a few syntax-heavy ones, the linter calls a module unparsable (exit 2)
-//! exactly when `tofu init -backend=false` + `tofu validate` reject it.
-//! Runs offline: every module here is provider-free (`terraform_data`).
+//! Differential test against the real OpenTofu: over the fixture modules, a
+//! few syntax-heavy ones and the OCI machine-pool module, the linter calls a
+//! module unparsable (exit 2) exactly when `tofu init -backend=false` +
+//! `tofu validate` reject it. Runs offline: the fixtures are provider-free
+//! (`terraform_data`), and the OCI module is validated by the real
+//! `oracle/oci` provider installed from the asset cache's mirror.
+
+mod oci_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -161,6 +165,22 @@ fn linter_and_tofu_agree_on_what_is_malformed() {
         rejected >= 5 && all.len() - rejected >= 20,
         "{rejected} of {}",
         all.len()
+    );
+}
+
+#[test]
+fn linter_and_tofu_agree_on_the_oci_module() {
+    // Validated by its provider, with the pin rewritten to the build at hand
+    // (oci_support); linted as it is in the repository.
+    let ws = oci_support::Workspace::new();
+    ws.init();
+    let (tofu_accepts, tofu_says) = ws.validate();
+    let (lint_rejects, lint_says) = linter_rejects(&oci_support::module_source());
+    assert!(
+        tofu_accepts && !lint_rejects,
+        "linter {} ({lint_says}), tofu {} ({tofu_says})",
+        if lint_rejects { "rejects" } else { "accepts" },
+        if tofu_accepts { "accepts" } else { "rejects" },
     );
 }
 

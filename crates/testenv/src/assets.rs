@@ -142,6 +142,27 @@ pub fn cert_manager_crds() -> Result<PathBuf, AssetError> {
     )
 }
 
+/// The filesystem mirror holding the `oracle/oci` provider build
+/// (`OCI_PROVIDER_MIRROR`, set from `hack/test-assets.sh`'s output). Panics
+/// when it is unset or holds no `registry.opentofu.org/oracle/oci`: the OCI
+/// module tests need the real provider and never skip without it.
+pub fn oci_provider_mirror() -> PathBuf {
+    const HOW: &str = "run `bash hack/test-assets.sh > /tmp/assets.env; set -a; . /tmp/assets.env; set +a` \
+                       (it installs the provider from ../shared/providers/oci)";
+    let Some(dir) = std::env::var_os("OCI_PROVIDER_MIRROR") else {
+        panic!("OCI_PROVIDER_MIRROR is not set: {HOW}");
+    };
+    let dir = PathBuf::from(dir);
+    let provider = dir.join("registry.opentofu.org/oracle/oci");
+    assert!(
+        provider.is_dir(),
+        "OCI_PROVIDER_MIRROR={} holds no {}: {HOW}",
+        dir.display(),
+        provider.display()
+    );
+    dir
+}
+
 /// Folder of this project's generated CRDs (`config/crd/bases`).
 pub fn project_crds() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases")

@@ -3,7 +3,9 @@
 # checks that refuse an apply) lives in ./modules/logic, tested offline.
 
 provider "oci" {
-  region = module.logic.launch.region
+  # Refused by the logic module when the exports are unusable, so the
+  # provider never starts without a region.
+  region = module.logic.region
   # Tag defaults stamped by OCI would otherwise show as drift on every plan.
   ignore_defined_tags = concat(["Oracle-Tags.CreatedBy", "Oracle-Tags.CreatedOn"], var.ignore_defined_tags)
 }
@@ -58,6 +60,9 @@ locals {
 # Immutable in OCI: every change (a bootstrap rotation, node labels, the
 # image, a shape setting) makes a new one, created before the old one goes,
 # and the pool switches to it in place. Running instances are not touched.
+# It carries the module's precondition: every input the module cannot honour
+# stops the plan here, all of them named at once (unusable exports are
+# refused earlier, by the region the provider is configured with).
 resource "oci_core_instance_configuration" "pool_instance_configuration" {
   compartment_id = local.launch.compartment_id
   display_name   = local.launch.name_prefix
@@ -116,6 +121,11 @@ resource "oci_core_instance_configuration" "pool_instance_configuration" {
 
   lifecycle {
     create_before_destroy = true
+
+    precondition {
+      condition     = length(module.logic.violations) == 0
+      error_message = "The OCI machine pool refuses these inputs: ${join("; ", module.logic.violations)}."
+    }
   }
 }
 

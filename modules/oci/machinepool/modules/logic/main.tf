@@ -276,7 +276,9 @@ locals {
 # ---------------------------------------------------------------------------
 
 locals {
-  violations = concat(
+  # Unusable exports leave the provider without a region: these are refused
+  # by the `region` output, before the provider is configured.
+  export_violations = concat(
     local.exports == null || try(length(local.exports) == 0, false) ? [
       "the cluster's exports are empty (an externally managed TerraformCluster?): set external_cluster_exports",
     ] : [],
@@ -286,6 +288,10 @@ locals {
     local.exports != null && !try(length(local.exports) == 0, false) && length(local.missing_export_keys) > 0 ? [
       "${local.exports_source} lacks ${join(", ", local.missing_export_keys)}",
     ] : [],
+  )
+
+  violations = concat(
+    local.export_violations,
     var.autoscaled != var.autoscaling_enabled ? [
       "autoscaled is ${var.autoscaled} but the MachinePool's autoscaling is ${var.autoscaling_enabled ? "on" : "off"}: set autoscaled = ${var.autoscaling_enabled} to switch modes, which replaces the pool and every instance",
     ] : [],

@@ -1,10 +1,20 @@
 output "violations" {
-  description = "Every reason the module refuses to apply; empty when the inputs are fine."
+  description = "Every reason the module refuses to apply; empty when the inputs are fine. The parent's instance configuration turns a non-empty list into a failed precondition."
   value       = local.violations
 }
 
+output "region" {
+  description = "The region the parent configures the provider with. Its precondition refuses unusable exports before the provider starts, which it cannot do without a region."
+  value       = try(local.exports.region, null)
+
+  precondition {
+    condition     = length(local.export_violations) == 0
+    error_message = "The OCI machine pool refuses these inputs: ${join("; ", local.export_violations)}."
+  }
+}
+
 output "launch" {
-  description = "What the pool resources are built from (the metadata is its own, sensitive output). Its precondition is what stops a refused apply."
+  description = "What the pool resources are built from (the metadata is its own, sensitive output)."
   value = {
     name_prefix       = local.name_prefix
     freeform_tags     = local.freeform_tags
@@ -17,11 +27,6 @@ output "launch" {
     failure_domains   = local.selected_failure_domains
     metadata_bytes    = local.metadata_bytes
     bootstrap_gzipped = local.bootstrap_gzipped
-  }
-
-  precondition {
-    condition     = length(local.violations) == 0
-    error_message = "The OCI machine pool refuses these inputs: ${join("; ", local.violations)}."
   }
 }
 

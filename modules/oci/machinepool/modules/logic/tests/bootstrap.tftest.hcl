@@ -257,7 +257,6 @@ run "ignition_with_node_labels_is_refused" {
     bootstrap_data   = "eyJpZ25pdGlvbiI6eyJ2ZXJzaW9uIjoiMy40LjAifX0="
     node_labels      = { tier = "batch" }
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.violations == tolist(["node labels need a cloud-config bootstrap: Ignition cannot carry them (tier)"])
     error_message = "got ${jsonencode(output.violations)}"
@@ -270,7 +269,6 @@ run "gzipped_ignition_is_refused" {
     bootstrap_format = "ignition"
     bootstrap_data   = "H4sIAAAAAAACA1NOzskvTdFNzs9Ly0znKirNS85NseJSUNBVSE3OyFfISM3JyecCAChddEElAAAA"
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.violations == tolist(["a gzipped Ignition payload cannot be delivered"])
     error_message = "got ${jsonencode(output.violations)}"
@@ -304,7 +302,6 @@ run "metadata_over_32000_bytes_is_refused" {
     bootstrap_format = "ignition"
     bootstrap_data   = run.fixtures.ignition_metadata_32004
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.metadata_bytes == 32004
     error_message = "got ${output.metadata_bytes}"
@@ -323,7 +320,6 @@ run "the_boothook_and_ssh_keys_count_toward_the_limit" {
     bootstrap_data      = run.fixtures.cloud_config_31984
     ssh_authorized_keys = ["ssh-ed25519 AAAAkey1 one"]
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.metadata_bytes > 32000 && length(output.violations) == 1 && startswith(output.violations[0], "instance metadata is ")
     error_message = "got ${output.metadata_bytes}: ${jsonencode(output.violations)}"

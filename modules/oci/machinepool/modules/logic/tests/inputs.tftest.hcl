@@ -1,5 +1,8 @@
 # What the pool is launched with: exports, placement, names and tags, and the
-# checks that refuse an apply.
+# checks that refuse an apply. A refusal shows here as `violations`; the
+# parent's instance configuration turns it into a failed precondition (see
+# ../../../tests/refusals.tftest.hcl), except unusable exports, which the
+# `region` output refuses before the provider is configured.
 
 variables {
   namespace       = "team-a"
@@ -101,7 +104,6 @@ run "unknown_failure_domains_are_refused_by_name" {
   variables {
     failure_domains = ["ad1", "zone-x", "ad9"]
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.unknown_failure_domains == tolist(["ad9", "zone-x"])
     error_message = "got ${jsonencode(output.unknown_failure_domains)}"
@@ -145,7 +147,7 @@ run "no_exports_at_all_is_refused" {
   variables {
     cluster_outputs = {}
   }
-  expect_failures = [output.launch]
+  expect_failures = [output.region]
   assert {
     condition     = contains(output.violations, "the cluster's exports are empty (an externally managed TerraformCluster?): set external_cluster_exports")
     error_message = "got ${jsonencode(output.violations)}"
@@ -158,7 +160,7 @@ run "external_exports_need_the_schema_and_the_ids" {
     cluster_outputs          = null
     external_cluster_exports = { region = "eu-frankfurt-1", failure_domains = { a = { availability_domain = "AD" } } }
   }
-  expect_failures = [output.launch]
+  expect_failures = [output.region]
   assert {
     condition = output.violations == tolist([
       "external_cluster_exports must carry schema \"captf.io/oci-cluster/v1\"",
@@ -175,7 +177,6 @@ run "autoscaled_must_match_the_annotations" {
     autoscaling_min     = 2
     autoscaled          = false
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.violations == tolist(["autoscaled is false but the MachinePool's autoscaling is on: set autoscaled = true to switch modes, which replaces the pool and every instance"])
     error_message = "got ${jsonencode(output.violations)}"
@@ -187,7 +188,6 @@ run "autoscaled_without_annotations_is_refused_too" {
   variables {
     autoscaled = true
   }
-  expect_failures = [output.launch]
   assert {
     condition     = length(output.violations) == 1 && startswith(output.violations[0], "autoscaled is true but the MachinePool's autoscaling is off")
     error_message = "got ${jsonencode(output.violations)}"
@@ -201,7 +201,6 @@ run "autoscaling_minimum_zero_is_refused" {
     autoscaled          = true
     autoscaling_min     = 0
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.violations == tolist(["the autoscaler's minimum must be at least 1: scaling an OCI pool to 0 is not supported by this module"])
     error_message = "got ${jsonencode(output.violations)}"
@@ -217,7 +216,6 @@ run "scale_in_must_stay_below_scale_out" {
     scale_in_cpu_percent  = 70
     scale_out_cpu_percent = 70
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.violations == tolist(["autoscaling_scale_in_cpu_percent (70) must be below autoscaling_scale_out_cpu_percent (70)"])
     error_message = "got ${jsonencode(output.violations)}"
@@ -262,7 +260,6 @@ run "more_than_ten_tags_are_refused" {
     }
     additional_tags = { a = "1", b = "2", c = "3", d = "4" }
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.violations == tolist(["11 free-form tags, over OCI's 10 per resource"])
     error_message = "got ${jsonencode(output.violations)}"
@@ -305,7 +302,6 @@ run "unknown_bootstrap_format_is_refused" {
   variables {
     bootstrap_format = "shell"
   }
-  expect_failures = [output.launch]
   assert {
     condition     = output.violations == tolist(["bootstrap_format must be cloud-config or ignition"])
     error_message = "got ${jsonencode(output.violations)}"
