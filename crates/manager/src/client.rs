@@ -1,5 +1,6 @@
 //! The layers of the manager's API client: every request counted
-//! (`captf_api_requests_total`), and client-side rate limiting
+//! (`captf_api_requests_total`, and client-go's `rest_client_requests_total`
+//! and `rest_client_request_duration_seconds`), and client-side rate limiting
 //! (`--kube-api-qps`, `--kube-api-burst`): a token bucket in front of the
 //! client, so a storm of passes queues in the manager instead of loading
 //! the apiserver. Long-running watches take a token to start, like any
@@ -157,26 +158,36 @@ pub struct CountedService<S> {
     metrics: crate::metrics::Metrics,
 }
 
-impl<S, B> Service<http::Request<B>> for CountedService<S>
+impl<S, B, R> Service<http::Request<B>> for CountedService<S>
 where
-    S: Service<http::Request<B>>,
+    S: Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<B>) -> S::Future {
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let uri = req.uri();
         self.metrics.api_request(
             req.method().as_str(),
             uri.path(),
             uri.query().unwrap_or_default(),
         );
-        self.inner.call(req)
+        let sent = crate::metrics::client::Sent::of(&req);
+        let metrics = self.metrics.clone();
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let out = response.await;
+            // A watch's response arrives when its stream opens: the time is
+            // to the headers, as client-go measures it.
+            metrics.rest_request(&sent, out.as_ref().ok().map(|r| r.status().as_u16()));
+            out
+        })
     }
 }
 

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Read;
 
 use captf_api::TerraformCluster;
 use captf_api::plan::TerraformPlan;
@@ -425,32 +425,8 @@ async fn drift_is_reported_after_the_state_changes() {
     .await;
 
     // Change the state behind the manager's back.
+    let name = support::clusters::tamper_with_state(&ns, "drifty").await;
     let secrets: Api<Secret> = ns.api();
-    let state_secret = secrets
-        .list(&ListParams::default().labels("tfstate=true"))
-        .await
-        .unwrap()
-        .items
-        .remove(0);
-    let name = state_secret.metadata.name.clone().unwrap();
-    let mut state = gunzip(&state_secret.data.as_ref().unwrap()["tfstate"].0);
-    state["serial"] = json!(state["serial"].as_u64().unwrap() + 1);
-    for r in state["resources"].as_array_mut().unwrap() {
-        if r["name"] == "load_balancer" {
-            r["instances"][0]["attributes"]["input"] = json!({"value": {"name": "changed-elsewhere"}, "type": ["object", {"name": "string"}]});
-        }
-    }
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(state.to_string().as_bytes()).unwrap();
-    let mut changed = state_secret.clone();
-    changed.data.as_mut().unwrap().insert(
-        "tfstate".into(),
-        k8s_openapi::ByteString(gz.finish().unwrap()),
-    );
-    secrets
-        .replace(&name, &PostParams::default(), &changed)
-        .await
-        .unwrap();
 
     let tc = wait_for(&ns, "drifty", "drift to be reported", 300, |tc| {
         has(tc, "DriftDetected", "True", "DriftReported")

@@ -80,6 +80,30 @@ pub fn runner_started(pod: &Pod) -> bool {
         .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
 }
 
+/// When the `source` container (the runner) started, if it did.
+pub fn runner_started_at(pod: &Pod) -> Option<SystemTime> {
+    let state = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == "source")?
+        .state
+        .as_ref()?;
+    let at = state
+        .running
+        .as_ref()
+        .and_then(|r| r.started_at.as_ref())
+        .or_else(|| {
+            state
+                .terminated
+                .as_ref()
+                .and_then(|t| t.started_at.as_ref())
+        })?;
+    Some(SystemTime::from(at.0))
+}
+
 /// The `source` container's `imageID`, when the runtime reported one.
 pub fn source_image_id(pod: &Pod) -> Option<String> {
     pod.status
@@ -124,6 +148,8 @@ pub struct ObservedJob {
     pub pod_seen: bool,
     /// Its runner started (the `source` container ran).
     pub runner_started: bool,
+    /// When its runner started, when the pod said so.
+    pub runner_started_at: Option<SystemTime>,
     /// Lock evidence (a failed apply with neither pod nor result): the state
     /// lock Lease is as it was when the Job was created, so the runtime
     /// never locked the state and never ran. Set by the caller that read
@@ -267,6 +293,7 @@ pub fn observe(job: &Job, pod: Option<&Pod>) -> Option<ObservedJob> {
         image_id: pod.and_then(source_image_id),
         pod_seen: pod.is_some(),
         runner_started: pod.is_some_and(runner_started),
+        runner_started_at: pod.and_then(runner_started_at),
         lock_untouched: false,
     })
 }

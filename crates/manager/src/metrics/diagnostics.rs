@@ -22,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::access::{self, AccessOutcome, Step, TokenOutcome, User, Verdict};
 use super::{CONTENT_TYPE, Metrics};
+use crate::tls::{TlsError, TlsOptions};
 
 /// The only path served.
 pub const METRICS_PATH: &str = "/metrics";
@@ -43,6 +44,8 @@ pub enum DiagnosticsError {
     Certificate(#[from] rcgen::Error),
     #[error("diagnostics TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    #[error(transparent)]
+    TlsOptions(#[from] TlsError),
 }
 
 /// Where to listen, read from `--diagnostics-address`.
@@ -97,18 +100,24 @@ pub enum Security {
 /// certificate (for clients that want to pin it).
 pub fn self_signed_tls()
 -> Result<(Arc<rustls::ServerConfig>, CertificateDer<'static>), DiagnosticsError> {
+    self_signed_tls_with(&TlsOptions::default())
+}
+
+/// [`self_signed_tls`] with the `--tls-*` settings the webhook server
+/// uses too.
+pub fn self_signed_tls_with(
+    options: &TlsOptions,
+) -> Result<(Arc<rustls::ServerConfig>, CertificateDer<'static>), DiagnosticsError> {
     let names: Vec<String> = SELF_SIGNED_NAMES.iter().map(|s| s.to_string()).collect();
     let generated = rcgen::generate_simple_self_signed(names)?;
     let cert = generated.cert.der().clone();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
         generated.signing_key.serialize_der(),
     ));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
+    let mut tls = options
+        .server_builder()?
         .with_single_cert(vec![cert.clone()], key)?;
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    tls.alpn_protocols = crate::tls::alpn_protocols();
     Ok((Arc::new(tls), cert))
 }
 
@@ -138,6 +147,19 @@ pub async fn serve(
     metrics: Metrics,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), DiagnosticsError> {
+    let tls = TlsOptions::default();
+    serve_with_tls(address, insecure, &tls, client, metrics, shutdown).await
+}
+
+/// [`serve`], speaking TLS as `tls` (the `--tls-*` flags) says.
+pub async fn serve_with_tls(
+    address: String,
+    insecure: bool,
+    tls: &TlsOptions,
+    client: kube::Client,
+    metrics: Metrics,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), DiagnosticsError> {
     let listen = parse_address(&address)?;
     if listen == Listen::Disabled {
         tracing::info!("diagnostics endpoint disabled");
@@ -146,7 +168,7 @@ pub async fn serve(
     let security = if insecure {
         Security::Insecure
     } else {
-        let (tls, _) = self_signed_tls()?;
+        let (tls, _) = self_signed_tls_with(tls)?;
         Security::Secure { tls, client }
     };
     let listener = bind(&listen, &address).await?;

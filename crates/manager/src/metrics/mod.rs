@@ -8,9 +8,14 @@
 //! object is gone, so a scrape never reports deleted objects.
 
 pub mod access;
+mod active;
+pub mod client;
 pub mod diagnostics;
 pub mod flow;
+pub mod jobs;
 pub mod labels;
+pub mod runtime;
+pub mod safety;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +29,9 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 pub use diagnostics::{DiagnosticsError, serve, serve_on};
+pub use jobs::{JobReport, ResourceCounts};
 pub use labels::InvalidLabel;
+pub use runtime::{PassTimer, Queue};
 
 /// Every HELP text carries the stability level, as Kubernetes components do.
 const STABILITY: &str = "[ALPHA] ";
@@ -174,15 +181,38 @@ pub struct ObjectGauges {
     pub ready: ConditionValue,
     pub infrastructure_healthy: Option<ConditionValue>,
     pub drift_detected: bool,
-    /// Managed resources (not data sources) in the state.
-    pub state_resources: Option<u64>,
-    /// Compressed state size summed over its Secrets.
-    pub state_bytes: Option<u64>,
-    /// Size of the rendered module inputs.
-    pub inputs_bytes: Option<u64>,
+    /// The state as this pass read it.
+    pub state: Observed<StateSize>,
+    /// Size of the rendered module inputs (`main.tf.json` and
+    /// `terraform.tfvars.json`), as this pass rendered them.
+    pub inputs_bytes: Observed<u64>,
+    /// A TerraformMachine's `status.unhealthySamples` (`None` for other
+    /// kinds).
+    pub unhealthy_samples: Option<u64>,
     /// Newest successful Job per operation, in Unix seconds. Operations not
     /// listed lose their series (e.g. drift while it is not scheduled).
     pub last_success: Vec<(String, f64)>,
+}
+
+/// A value a pass may or may not have looked at: one it did not read
+/// leaves its series as the last pass that read it set it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Observed<T> {
+    /// Not read this pass: the series stays.
+    #[default]
+    Unread,
+    /// Read and absent (no state yet): the series goes.
+    Absent,
+    Value(T),
+}
+
+/// The size of an object's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateSize {
+    /// Managed resources (not data sources).
+    pub resources: u64,
+    /// Compressed size summed over its Secrets.
+    pub bytes: u64,
 }
 
 struct Families {
@@ -204,13 +234,27 @@ struct Families {
     state_resources: Family<ObjectLabels, Gauge>,
     state_bytes: Family<ObjectLabels, Gauge>,
     inputs_bytes: Family<ObjectLabels, Gauge>,
+    unhealthy_samples: Family<NamespacedLabels, Gauge>,
     last_success: Family<ObjectOpLabels, FloatGauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespacedLabels {
+    namespace: String,
+    name: String,
 }
 
 struct Inner {
     registry: Registry,
     families: Families,
     flow: flow::FlowFamilies,
+    jobs: jobs::JobFamilies,
+    safety: safety::SafetyFamilies,
+    runtime: runtime::RuntimeFamilies,
+    client: client::ClientFamilies,
+    active: std::sync::Mutex<active::ActiveJobs>,
+    /// One queue per controller, made on first use.
+    queues: std::sync::Mutex<std::collections::HashMap<&'static str, runtime::Queue>>,
 }
 
 /// The manager's metrics. Clones share one registry.
@@ -267,6 +311,7 @@ impl Metrics {
             state_resources: Family::default(),
             state_bytes: Family::default(),
             inputs_bytes: Family::default(),
+            unhealthy_samples: Family::default(),
             last_success: Family::default(),
         };
         // Counters are registered without `_total`: the encoder appends it.
@@ -362,6 +407,11 @@ impl Metrics {
             f.inputs_bytes.clone(),
         );
         r.register(
+            "captf_unhealthy_samples",
+            help("A TerraformMachine's status.unhealthySamples"),
+            f.unhealthy_samples.clone(),
+        );
+        r.register(
             "captf_last_success_timestamp_seconds",
             help("Unix time of the newest successful Job of the operation"),
             f.last_success.clone(),
@@ -380,11 +430,21 @@ impl Metrics {
             build,
         );
         let flow = flow::FlowFamilies::register(&mut registry);
+        let jobs = jobs::JobFamilies::register(&mut registry);
+        let safety = safety::SafetyFamilies::register(&mut registry);
+        let runtime = runtime::RuntimeFamilies::register(&mut registry);
+        let client = client::ClientFamilies::register(&mut registry);
         Metrics {
             inner: Arc::new(Inner {
                 registry,
                 families: f,
                 flow,
+                jobs,
+                safety,
+                runtime,
+                client,
+                active: Default::default(),
+                queues: Default::default(),
             }),
         }
     }
@@ -440,19 +500,6 @@ impl Metrics {
                 step,
             })
             .inc();
-    }
-
-    /// The number of running Jobs of `kind` and `op`, as last counted.
-    pub fn jobs_active(&self, kind: &str, op: &str, running: u64) {
-        match labels::kind(kind).and_then(|k| Ok((k, labels::op(op)?))) {
-            Ok((kind, op)) => {
-                self.f()
-                    .jobs_active
-                    .get_or_create(&KindOpLabels { kind, op })
-                    .set(to_gauge(running));
-            }
-            Err(e) => log_refused("captf_jobs_active", &e),
-        }
     }
 
     /// A reconcile decided to start `op` (or nothing, with `None`) for
@@ -612,9 +659,35 @@ impl Metrics {
             gauges.infrastructure_healthy.map(ConditionValue::gauge),
         );
         set(&f.drift_detected, Some(i64::from(gauges.drift_detected)));
-        set(&f.state_resources, gauges.state_resources.map(to_gauge));
-        set(&f.state_bytes, gauges.state_bytes.map(to_gauge));
-        set(&f.inputs_bytes, gauges.inputs_bytes.map(to_gauge));
+        match gauges.state {
+            Observed::Unread => {}
+            Observed::Absent => {
+                set(&f.state_resources, None);
+                set(&f.state_bytes, None);
+            }
+            Observed::Value(s) => {
+                set(&f.state_resources, Some(to_gauge(s.resources)));
+                set(&f.state_bytes, Some(to_gauge(s.bytes)));
+            }
+        }
+        match gauges.inputs_bytes {
+            Observed::Unread => {}
+            Observed::Absent => set(&f.inputs_bytes, None),
+            Observed::Value(b) => set(&f.inputs_bytes, Some(to_gauge(b))),
+        }
+        let machine = NamespacedLabels {
+            namespace: id.namespace.clone(),
+            name: id.name.clone(),
+        };
+        match (kind, gauges.unhealthy_samples) {
+            (captf_api::names::kinds::TERRAFORM_MACHINE, Some(n)) => {
+                f.unhealthy_samples.get_or_create(&machine).set(to_gauge(n));
+            }
+            (captf_api::names::kinds::TERRAFORM_MACHINE, None) => {
+                f.unhealthy_samples.remove(&machine);
+            }
+            _ => {}
+        }
 
         let mut kept = Vec::new();
         for (op, at) in &gauges.last_success {
@@ -654,6 +727,12 @@ impl Metrics {
         }
         for op in labels_ops() {
             f.last_success.remove(&object_op(&id, op));
+        }
+        if kind == captf_api::names::kinds::TERRAFORM_MACHINE {
+            f.unhealthy_samples.remove(&NamespacedLabels {
+                namespace: id.namespace.clone(),
+                name: id.name.clone(),
+            });
         }
     }
 

@@ -1,4 +1,5 @@
 use super::*;
+use kube::runtime::watcher::Event;
 
 fn lines_of<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
     text.lines()
@@ -6,14 +7,23 @@ fn lines_of<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// An unfinished Job of ours, as the Job watch delivers it.
+fn running_job(name: &str, kind: &str, op: &str) -> k8s_openapi::api::batch::v1::Job {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "ns", "labels": {
+            captf_api::names::labels::OWNER_KIND: kind,
+            captf_api::names::labels::JOB_OP: op,
+        }},
+    }))
+    .unwrap()
+}
+
 fn has(text: &str, line: &str) -> bool {
     text.lines().any(|l| l == line)
 }
 
-#[test]
-fn every_metric_has_alpha_help_and_its_type() {
-    // Like client_golang, a family without series is not written at all,
-    // so each gets one first.
+/// A registry where every family has a series.
+fn exercised() -> Metrics {
     let m = Metrics::new();
     m.job_finished(
         "TerraformCluster",
@@ -22,7 +32,7 @@ fn every_metric_has_alpha_help_and_its_type() {
         Duration::from_secs(1),
         None,
     );
-    m.jobs_active("TerraformCluster", "apply", 1);
+    m.observe_job(&Event::Apply(running_job("a", "TerraformCluster", "apply")));
     m.decided("TerraformCluster", None, "UpToDate");
     m.inputs_hash_changed("TerraformCluster");
     m.lease_wait_started("TerraformCluster", "run_lease");
@@ -30,8 +40,95 @@ fn every_metric_has_alpha_help_and_its_type() {
     m.outputs_invalid("TerraformCluster", "OutputsMissing");
     m.remediation_request("requested");
     m.object("TerraformCluster", "ns", "c", &gauges());
+    m.object("TerraformMachine", "ns", "m", &gauges());
+    m.state_backups("TerraformCluster", "taken", 1);
+    m.state_restore("TerraformCluster", "succeeded");
+    m.job_report("TerraformCluster", "apply", &report());
+    m.job_report("TerraformCluster", "drift", &report());
+    m.plan_transition("TerraformCluster", "created");
+    m.identity_denied("namespace");
+    m.image_inspect_failed("registry");
+    let queue = m.queue("terraformcluster", 10);
+    queue.woke("ns", "c");
+    drop(queue.started("ns", "c"));
+    m.reconciled("terraformcluster", "success");
+    let req = http::Request::get("https://10.0.0.1:6443/api")
+        .body(())
+        .unwrap();
+    m.rest_request(&client::Sent::of(&req), Some(200));
+    m
+}
+
+/// Every metric name the shipped Grafana dashboard queries is one the
+/// manager serves (a renamed metric would leave its panel empty).
+#[test]
+fn the_dashboard_queries_only_served_metrics() {
+    let dashboard = include_str!("../../../../config/prometheus/dashboard.json");
+    // Sample names, and family names (which descriptions may mention).
+    let text = exercised().encode();
+    let served: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| match l.strip_prefix("# TYPE ") {
+            Some(family) => family.split(' ').next(),
+            None => l.split(['{', ' ']).next(),
+        })
+        .collect();
+    let prefixes = [
+        "captf_",
+        "controller_runtime_",
+        "workqueue_",
+        "rest_client_",
+    ];
+    let mut queried = std::collections::BTreeSet::new();
+    let bytes = dashboard.as_bytes();
+    for (at, _) in dashboard.match_indices(|c: char| c.is_ascii_lowercase()) {
+        if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+            continue;
+        }
+        let rest = &dashboard[at..];
+        if !prefixes.iter().any(|p| rest.starts_with(p)) {
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        queried.insert(&rest[..end]);
+    }
+    assert!(queried.len() > 30, "the dashboard queries {queried:?}");
+    let missing: Vec<_> = queried.iter().filter(|q| !served.contains(*q)).collect();
+    assert!(missing.is_empty(), "queried but not served: {missing:?}");
+}
+
+#[test]
+fn every_metric_has_alpha_help_and_its_type() {
+    // Like client_golang, a family without series is not written at all,
+    // so each gets one first.
+    let m = exercised();
     let text = m.encode();
     let families = [
+        ("captf_job_step_duration_seconds", "histogram"),
+        ("captf_job_queue_seconds", "histogram"),
+        ("captf_job_attempts", "histogram"),
+        ("captf_resources_changed", "counter"),
+        ("captf_drift_resources", "counter"),
+        ("captf_lock_force_unlocks", "counter"),
+        ("captf_state_backups", "counter"),
+        ("captf_state_restores", "counter"),
+        ("captf_unhealthy_samples", "gauge"),
+        ("captf_plan_approvals", "counter"),
+        ("captf_identity_denied", "counter"),
+        ("captf_image_inspect_errors", "counter"),
+        ("controller_runtime_reconcile_errors", "counter"),
+        ("controller_runtime_active_workers", "gauge"),
+        ("controller_runtime_max_concurrent_reconciles", "gauge"),
+        ("workqueue_depth", "gauge"),
+        ("workqueue_adds", "counter"),
+        ("workqueue_queue_duration_seconds", "histogram"),
+        ("workqueue_work_duration_seconds", "histogram"),
+        ("controller_runtime_reconcile", "counter"),
+        ("controller_runtime_reconcile_time_seconds", "histogram"),
+        ("rest_client_requests", "counter"),
+        ("rest_client_request_duration_seconds", "histogram"),
         ("captf_jobs", "counter"),
         ("captf_job_duration_seconds", "histogram"),
         ("captf_job_errors", "counter"),
@@ -220,7 +317,7 @@ fn values_outside_the_documented_sets_record_nothing() {
     m.state_read_failed("TerraformMachine", "StateCorrupt");
     m.outputs_invalid("TerraformMachine", "whatever");
     m.inputs_hash_changed("TerraformClusterIdentity");
-    m.jobs_active("TerraformMachine", "none", 3);
+    m.observe_job(&Event::Apply(running_job("x", "TerraformMachine", "none")));
     m.object(
         "TerraformMachineTemplate",
         "ns",
@@ -229,9 +326,12 @@ fn values_outside_the_documented_sets_record_nothing() {
             ready: ConditionValue::True,
             infrastructure_healthy: None,
             drift_detected: false,
-            state_resources: None,
-            state_bytes: None,
-            inputs_bytes: None,
+            state: Observed::Value(StateSize {
+                resources: 1,
+                bytes: 2,
+            }),
+            inputs_bytes: Observed::Value(3),
+            unhealthy_samples: Some(1),
             last_success: vec![],
         },
     );
@@ -253,8 +353,16 @@ fn counters_for_decisions_waits_and_transitions() {
     m.lease_wait_started("TerraformMachine", "job_slot");
     m.state_read_failed("TerraformCluster", "lost");
     m.outputs_invalid("TerraformMachine", "ProviderIDChanged");
-    m.jobs_active("TerraformMachinePool", "drift", 4);
-    m.jobs_active("TerraformMachinePool", "drift", 2);
+    m.observe_job(&Event::Apply(running_job(
+        "d1",
+        "TerraformMachinePool",
+        "drift",
+    )));
+    m.observe_job(&Event::Apply(running_job(
+        "d2",
+        "TerraformMachinePool",
+        "drift",
+    )));
     let text = m.encode();
     for line in [
         r#"captf_reconcile_op_decisions_total{kind="TerraformCluster",op="apply",reason="InputsChanged"} 1"#,
@@ -269,14 +377,142 @@ fn counters_for_decisions_waits_and_transitions() {
     }
 }
 
+fn report() -> JobReport {
+    JobReport {
+        steps: vec![
+            ("init".into(), Duration::from_secs(3)),
+            ("apply".into(), Duration::from_secs(40)),
+            ("custom".into(), Duration::from_secs(1)),
+        ],
+        queued: Some(Duration::from_secs(7)),
+        attempts: Some(2),
+        changed: Some(ResourceCounts {
+            create: 2,
+            delete: 1,
+            ..Default::default()
+        }),
+        drift: Some(ResourceCounts {
+            replace: 1,
+            ..Default::default()
+        }),
+        force_unlocked: true,
+    }
+}
+
+#[test]
+fn a_job_report_fills_steps_queue_attempts_changes_drift_and_unlocks() {
+    let m = Metrics::new();
+    m.job_report("TerraformMachinePool", "apply", &report());
+    let text = m.encode();
+    let ko = r#"kind="TerraformMachinePool",op="apply""#;
+    for line in [
+        format!("captf_job_step_duration_seconds_count{{{ko},step=\"init\"}} 1"),
+        format!("captf_job_step_duration_seconds_count{{{ko},step=\"other\"}} 1"),
+        format!("captf_job_step_duration_seconds_bucket{{le=\"30.0\",{ko},step=\"apply\"}} 0"),
+        format!("captf_job_step_duration_seconds_bucket{{le=\"60.0\",{ko},step=\"apply\"}} 1"),
+        format!("captf_job_queue_seconds_bucket{{le=\"10.0\",{ko}}} 1"),
+        format!("captf_job_queue_seconds_bucket{{le=\"5.0\",{ko}}} 0"),
+        format!("captf_job_attempts_sum{{{ko}}} 2.0"),
+        format!("captf_resources_changed_total{{{ko},action=\"create\"}} 2"),
+        format!("captf_resources_changed_total{{{ko},action=\"delete\"}} 1"),
+        r#"captf_drift_resources_total{kind="TerraformMachinePool",action="replace"} 1"#.to_owned(),
+        r#"captf_lock_force_unlocks_total{kind="TerraformMachinePool"} 1"#.to_owned(),
+    ] {
+        assert!(has(&text, &line), "{line}\n{text}");
+    }
+    // Nothing changed is no series, and the 300 s boundary the queue alert
+    // reads exists.
+    assert!(!text.contains(r#"action="update""#), "{text}");
+    assert!(
+        text.contains(r#"captf_job_queue_seconds_bucket{le="300.0""#),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_queue_counts_each_waiting_object_once_and_times_its_passes() {
+    let m = Metrics::new();
+    let q = m.queue("terraformmachinepool", 10);
+    q.woke("ns", "a");
+    q.woke("ns", "a");
+    q.woke("ns", "b");
+    let labels = r#"name="terraformmachinepool",controller="terraformmachinepool""#;
+    let text = m.encode();
+    assert!(
+        has(&text, &format!("workqueue_adds_total{{{labels}}} 2")),
+        "{text}"
+    );
+    assert!(
+        has(&text, &format!("workqueue_depth{{{labels}}} 2")),
+        "{text}"
+    );
+    let pass = q.started("ns", "a");
+    let text = m.encode();
+    assert!(
+        has(&text, &format!("workqueue_depth{{{labels}}} 1")),
+        "{text}"
+    );
+    assert!(
+        has(
+            &text,
+            r#"controller_runtime_active_workers{controller="terraformmachinepool"} 1"#
+        ),
+        "{text}"
+    );
+    q.failed();
+    drop(pass);
+    let text = m.encode();
+    for line in [
+        r#"controller_runtime_active_workers{controller="terraformmachinepool"} 0"#.to_owned(),
+        r#"controller_runtime_reconcile_errors_total{controller="terraformmachinepool"} 1"#
+            .to_owned(),
+        r#"controller_runtime_reconcile_time_seconds_count{controller="terraformmachinepool"} 1"#
+            .to_owned(),
+        r#"controller_runtime_max_concurrent_reconciles{controller="terraformmachinepool"} 10"#
+            .to_owned(),
+        format!("workqueue_queue_duration_seconds_count{{{labels}}} 1"),
+        format!("workqueue_work_duration_seconds_count{{{labels}}} 1"),
+    ] {
+        assert!(has(&text, &line), "{line}\n{text}");
+    }
+    // The same controller's queue is one queue, wherever it is asked for.
+    m.queue("terraformmachinepool", 10).started("ns", "b");
+    assert!(has(&m.encode(), &format!("workqueue_depth{{{labels}}} 0")));
+}
+
+#[test]
+fn safety_counters_refuse_undocumented_values() {
+    let m = Metrics::new();
+    m.plan_transition("TerraformCluster", "approved");
+    m.plan_transition("TerraformCluster", "rejected");
+    m.identity_denied("notfound");
+    m.identity_denied("expired");
+    m.image_inspect_failed("label");
+    m.image_inspect_failed("timeout");
+    let text = m.encode();
+    for line in [
+        r#"captf_plan_approvals_total{kind="TerraformCluster",result="approved"} 1"#,
+        r#"captf_identity_denied_total{reason="notfound"} 1"#,
+        r#"captf_image_inspect_errors_total{reason="label"} 1"#,
+    ] {
+        assert!(has(&text, line), "{line}\n{text}");
+    }
+    for refused in ["rejected", "expired", "timeout"] {
+        assert!(!text.contains(refused), "{refused}: {text}");
+    }
+}
+
 fn gauges() -> ObjectGauges {
     ObjectGauges {
         ready: ConditionValue::Unknown,
         infrastructure_healthy: Some(ConditionValue::False),
         drift_detected: true,
-        state_resources: Some(12),
-        state_bytes: Some(4096),
-        inputs_bytes: Some(900),
+        state: Observed::Value(StateSize {
+            resources: 12,
+            bytes: 4096,
+        }),
+        inputs_bytes: Observed::Value(900),
+        unhealthy_samples: Some(2),
         last_success: vec![
             ("apply".into(), 1_700_000_000.0),
             ("drift".into(), 1_700_000_600.5),
@@ -311,10 +547,23 @@ fn an_update_drops_series_no_longer_known() {
     let mut later = gauges();
     later.ready = ConditionValue::True;
     later.infrastructure_healthy = None;
-    later.state_bytes = None;
+    later.state = Observed::Absent;
+    later.inputs_bytes = Observed::Unread;
     later.last_success.retain(|(op, _)| op == "apply");
     m.object("TerraformCluster", "ns", "c", &later);
     let text = m.encode();
+    // A pass that did not render the inputs leaves their size as it was.
+    assert!(
+        has(
+            &text,
+            r#"captf_inputs_bytes{kind="TerraformCluster",namespace="ns",name="c"} 900"#
+        ),
+        "{text}"
+    );
+    assert!(
+        lines_of(&text, "captf_state_resources").is_empty(),
+        "{text}"
+    );
     assert!(
         has(
             &text,
@@ -352,8 +601,9 @@ fn forget_removes_every_series_of_that_object_only() {
             .all(|l| !l.contains(r#"kind="TerraformCluster",namespace="ns",name="gone""#)),
         "{per_object:#?}"
     );
-    // Eight series each for the two objects left.
-    assert_eq!(per_object.len(), 16, "{per_object:#?}");
+    // Eight series each for the two objects left, and the machine's
+    // unhealthy samples.
+    assert_eq!(per_object.len(), 17, "{per_object:#?}");
 }
 
 #[test]

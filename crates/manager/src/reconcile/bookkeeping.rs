@@ -94,10 +94,12 @@ pub struct CountedJob {
     pub duration: Duration,
     /// Runner error class and failed step, when the runner reported one.
     pub error: Option<(&'static str, Option<String>)>,
+    /// What the runner reported beyond the outcome.
+    pub report: crate::metrics::JobReport,
 }
 
 impl CountedJob {
-    fn of(o: &ObservedJob) -> Option<CountedJob> {
+    fn of(o: &ObservedJob, records: &[JobRecord]) -> Option<CountedJob> {
         let result = match o.record.outcome {
             Outcome::Running => return None,
             Outcome::Succeeded => "succeeded",
@@ -122,6 +124,7 @@ impl CountedJob {
                     e.step.clone(),
                 )
             }),
+            report: super::job_report::job_report(o, records),
         })
     }
 }
@@ -252,6 +255,7 @@ pub fn plan_bookkeeping(
     });
     let mut marks = Vec::new();
     let mut effects = Vec::new();
+    let records = loaded.records();
     for o in &newly {
         let job = &o.record.name;
         let inputs_hash = loaded
@@ -418,7 +422,7 @@ pub fn plan_bookkeeping(
             outcome: o.record.outcome,
             plan_hash,
             events: evs,
-            counted: CountedJob::of(o),
+            counted: CountedJob::of(o, &records),
             restore_result: (o.record.op == Op::Restore).then_some(
                 if o.record.outcome == Outcome::Succeeded {
                     "succeeded"

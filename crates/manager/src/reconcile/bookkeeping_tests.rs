@@ -45,6 +45,7 @@ fn job(name: &str, op: Op, outcome: Outcome, t: u64, ann: Value) -> (Job, Observ
         image_pull_failed: false,
         image_id: Some("registry.example/m@sha256:abc".into()),
         pod_seen: true,
+        runner_started_at: None,
         runner_started: true,
         lock_untouched: false,
     };

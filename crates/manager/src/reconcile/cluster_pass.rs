@@ -357,7 +357,10 @@ fn plan_inputs(
     let inputs = RoleInputs::Cluster(adapter::inputs(obj, c, initialized));
     let image = obj.spec.workspace.source.image.clone();
     match super::common::render_inputs(&inputs, &vars, &image) {
-        Ok(r) => Some(r),
+        Ok(r) => {
+            p.measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
+            Some(r)
+        }
         Err(c) => {
             p.draft.set(conditions::DEPENDENCIES_READY, &c);
             None

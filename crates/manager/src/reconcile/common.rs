@@ -69,6 +69,13 @@ pub struct Rendered {
     pub image: String,
 }
 
+impl Rendered {
+    /// `main.tf.json` and `terraform.tfvars.json` together, in bytes.
+    pub fn bytes(&self) -> u64 {
+        (self.files.0.len() + self.files.1.len()) as u64
+    }
+}
+
 /// Renders a role's inputs with the user variables; `Err` is the
 /// `DependenciesReady` to report (too large, exports with fractions, or
 /// variables the hash refuses).
@@ -139,8 +146,33 @@ pub struct OpenPass {
     /// A write of this pass's fetch stage failed and is tried again by a
     /// pass this soon (whatever the plan's own requeue).
     pub retry_after: Option<Duration>,
+    /// What this pass measured of the state and the inputs, exported with
+    /// the per-object gauges.
+    pub measured: Measured,
     deleting: bool,
     pool: bool,
+}
+
+/// Sizes a pass measured (unread ones keep their gauges as they were).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Measured {
+    pub state: crate::metrics::Observed<crate::metrics::StateSize>,
+    pub inputs_bytes: crate::metrics::Observed<u64>,
+}
+
+impl Measured {
+    /// The sizes of a state read; an unusable state is left unmeasured.
+    pub fn state_read(&mut self, read: &Result<StateSummary, StateError>) {
+        use crate::metrics::{Observed, StateSize};
+        self.state = match read {
+            Ok(s) => Observed::Value(StateSize {
+                resources: s.managed_resources as u64,
+                bytes: s.compressed_bytes as u64,
+            }),
+            Err(StateError::NotFound) => Observed::Absent,
+            Err(_) => Observed::Unread,
+        };
+    }
 }
 
 impl OpenPass {
@@ -178,6 +210,7 @@ impl OpenPass {
             unconfirmed_apply: None,
             restore: None,
             retry_after: None,
+            measured: Measured::default(),
             deleting,
             pool,
         }
@@ -269,6 +302,7 @@ pub async fn read_stored<K: Workload>(
             (crate::io::state::summarize(&suffix, &chunks), chunks)
         }
     };
+    p.measured.state_read(&read);
     let Records {
         applied,
         mut attempt,
@@ -753,6 +787,7 @@ pub async fn open<K: Workload>(
         unconfirmed_apply: None,
         restore: None,
         retry_after: None,
+        measured: Measured::default(),
         deleting,
         pool,
     };

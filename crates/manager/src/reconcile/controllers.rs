@@ -69,18 +69,82 @@ pub(crate) fn infrastructure_ref<K: Resource<DynamicType = ()>>(
     Some(ObjectRef::new(name).within(&o.namespace()?))
 }
 
+/// What a mapper tells about the objects it wakes: the quiet passes and
+/// the controller's queue metrics.
+#[derive(Clone)]
+struct Waker {
+    quiet: QuietPasses,
+    queue: crate::metrics::Queue,
+}
+
 /// The objects an event wakes: the quiet passes they stood on no longer
-/// hold, so their next pass reads everything again (see `quiet`).
+/// hold, so their next pass reads everything again (see `quiet`), and
+/// each waits in the controller's queue until its pass starts.
 fn wake<K: Resource<DynamicType = ()>>(
-    quiet: &QuietPasses,
+    waker: &Waker,
     kind: &str,
     refs: Vec<ObjectRef<K>>,
 ) -> Vec<ObjectRef<K>> {
     for r in &refs {
         let ns = r.namespace.as_deref().unwrap_or_default();
-        quiet.forget(&super::quiet::key(kind, ns, &r.name));
+        waker.quiet.forget(&super::quiet::key(kind, ns, &r.name));
+        waker.queue.woke(ns, &r.name);
     }
     refs
+}
+
+/// The watch of a controller's own kind: only objects carrying
+/// `cluster.x-k8s.io/watch-filter=<value>` under `--watch-filter`. An
+/// object outside it is never in the controller's store, so no event of
+/// a related object can start its pass either.
+pub(super) fn primary_watch(ctx: &Context) -> watcher::Config {
+    match &ctx.config.watch_filter {
+        Some(v) => watcher::Config::default().labels(&format!("{}={v}", labels::WATCH_FILTER)),
+        None => watcher::Config::default(),
+    }
+}
+
+/// Wraps a controller's reconcile function: each pass runs in a
+/// `reconcile` span naming the controller, the object and its Cluster
+/// (which the JSON log format writes on every line), and is timed by the
+/// controller's queue.
+pub(super) fn instrumented<K, F, Fut>(
+    controller: &'static str,
+    queue: crate::metrics::Queue,
+    mut reconcile: F,
+) -> impl FnMut(Arc<K>, Arc<Context>) -> futures::future::BoxFuture<'static, Result<Action, Error>>
+where
+    K: Resource + Send + Sync + 'static,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    use futures::FutureExt;
+    use tracing::Instrument;
+    move |obj: Arc<K>, ctx: Arc<Context>| {
+        let namespace = obj.meta().namespace.clone().unwrap_or_default();
+        let name = obj.meta().name.clone().unwrap_or_default();
+        let cluster = obj
+            .meta()
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::CLUSTER_NAME))
+            .cloned()
+            .unwrap_or_default();
+        let span = tracing::info_span!("reconcile", controller, namespace = %namespace, name = %name, cluster = %cluster);
+        let timer = queue.started(&namespace, &name);
+        let queue = queue.clone();
+        let pass = reconcile(obj, ctx);
+        async move {
+            let out = pass.await;
+            if out.is_err() {
+                queue.failed();
+            }
+            drop(timer);
+            out
+        }
+        .instrument(span)
+        .boxed()
+    }
 }
 
 /// The objects of `kind` the Job slots let go next, when a slot frees:
@@ -88,9 +152,13 @@ fn wake<K: Resource<DynamicType = ()>>(
 fn slot_wakes<K: Resource<DynamicType = ()> + 'static>(
     ctx: &Context,
     kind: &'static str,
+    queue: &crate::metrics::Queue,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
     use tokio::sync::broadcast::error::RecvError;
-    let quiet = ctx.quiet.clone();
+    let waker = Waker {
+        quiet: ctx.quiet.clone(),
+        queue: queue.clone(),
+    };
     let keys = futures::stream::unfold(ctx.slots.woken(), |mut rx| async move {
         loop {
             match rx.recv().await {
@@ -104,7 +172,7 @@ fn slot_wakes<K: Resource<DynamicType = ()> + 'static>(
         let mut parts = key.splitn(3, '/');
         let found = match (parts.next(), parts.next(), parts.next()) {
             (Some(k), Some(ns), Some(name)) if k == kind => {
-                wake(&quiet, kind, vec![ObjectRef::<K>::new(name).within(ns)]).pop()
+                wake(&waker, kind, vec![ObjectRef::<K>::new(name).within(ns)]).pop()
             }
             _ => None,
         };
@@ -112,9 +180,12 @@ fn slot_wakes<K: Resource<DynamicType = ()> + 'static>(
     })
 }
 
-/// One handle on the quiet passes per mapper of a controller.
-fn quiet_handles(ctx: &Context) -> [QuietPasses; 8] {
-    std::array::from_fn(|_| ctx.quiet.clone())
+/// One waker per mapper of a controller.
+fn wakers(ctx: &Context, queue: &crate::metrics::Queue) -> [Waker; 8] {
+    std::array::from_fn(|_| Waker {
+        quiet: ctx.quiet.clone(),
+        queue: queue.clone(),
+    })
 }
 
 /// The objects of `kind` that own `meta` (Jobs, TerraformPlans).
@@ -147,18 +218,25 @@ fn refs<K: Resource<DynamicType = ()>>(
 fn own_stream<K: Workload>(
     ctx: &Context,
     controller: &'static str,
+    queue: &crate::metrics::Queue,
 ) -> (
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + use<K>,
     reflector::Store<K>,
 ) {
     let (reader, writer) = reflector::store();
-    let events = watches::stored(api::<K>(ctx), watcher::Config::default(), writer);
+    let events = watches::stored(api::<K>(ctx), primary_watch(ctx), writer);
+    let queue = queue.clone();
     let own = watches::filtered(
         events,
         ChangeFilter::new(routing::changed),
         |o: &K| routing::own_object(o.meta()),
         tally(ctx, controller, "self"),
-    );
+    )
+    .inspect(move |o| {
+        if let Ok(o) = o {
+            queue.woke(&o.namespace().unwrap_or_default(), &o.name_any());
+        }
+    });
     (own, reader)
 }
 
@@ -208,14 +286,24 @@ fn tally(ctx: &Context, controller: &'static str, source: &'static str) -> watch
     }
 }
 
-/// Counts each pass's end (`controller_runtime_reconcile_total`).
-async fn count_pass<T, E: std::fmt::Display>(
+/// Counts each pass's end (`controller_runtime_reconcile_total`). A woken
+/// object the controller's store does not hold (deleted meanwhile, or
+/// outside `--watch-filter`) ran no pass: it only leaves the queue.
+async fn count_pass<T, E1, E2>(
     metrics: &crate::metrics::Metrics,
+    queue: &crate::metrics::Queue,
     controller: &'static str,
-    res: Result<T, E>,
-) {
+    res: Result<T, kube::runtime::controller::Error<E1, E2>>,
+) where
+    E1: std::error::Error + 'static,
+    E2: std::error::Error + 'static,
+{
+    use kube::runtime::controller::Error as Run;
     match res {
         Ok(_) => metrics.reconciled(controller, "success"),
+        Err(Run::ObjectNotFound(r)) => {
+            queue.left(r.namespace.as_deref().unwrap_or_default(), &r.name);
+        }
         Err(e) => {
             metrics.reconciled(controller, "error");
             tracing::debug!(controller, error = %e, "reconcile");
@@ -238,7 +326,8 @@ async fn run_clusters(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let cluster_ar = capi::cluster_resource();
-    let (own, store) = own_stream::<TerraformCluster>(&ctx, CLUSTERS);
+    let queue = ctx.metrics.queue(CLUSTERS, ctx.config.concurrency.clusters);
+    let (own, store) = own_stream::<TerraformCluster>(&ctx, CLUSTERS, &queue);
     let kind = kinds::TERRAFORM_CLUSTER;
     let (d1, d2, d3) = (
         ctx.dependents.clone(),
@@ -287,7 +376,7 @@ async fn run_clusters(
     let by_cluster = store.clone();
     let identity_ctx = ctx.clone();
     let metrics = ctx.metrics.clone();
-    let [q, q1, q2, q3, q4, q5, q6, q7] = quiet_handles(&ctx);
+    let [q, q1, q2, q3, q4, q5, q6, q7] = wakers(&ctx, &queue);
     Controller::for_stream(own, store.clone())
         .with_config(controller_config(ctx.config.concurrency.clusters))
         .watches_stream(feeds.jobs, move |job| {
@@ -344,14 +433,14 @@ async fn run_clusters(
                 .collect::<Vec<_>>();
             wake(&q7, kind, refs)
         })
-        .reconcile_on(slot_wakes::<TerraformCluster>(&ctx, kind))
+        .reconcile_on(slot_wakes::<TerraformCluster>(&ctx, kind, &queue))
         .graceful_shutdown_on(shutdown)
         .run(
-            super::cluster::reconcile,
+            instrumented(CLUSTERS, queue.clone(), super::cluster::reconcile),
             error_policy::<TerraformCluster>,
             ctx,
         )
-        .for_each(|res| count_pass(&metrics, CLUSTERS, res))
+        .for_each(|res| count_pass(&metrics, &queue, CLUSTERS, res))
         .await;
 }
 
@@ -397,7 +486,8 @@ async fn run_owned<K, F, Fut>(
         owner_writer,
     } = feeds;
     let cluster_ar = capi::cluster_resource();
-    let (own, store) = own_stream::<K>(&ctx, controller);
+    let queue = ctx.metrics.queue(controller, concurrency);
+    let (own, store) = own_stream::<K>(&ctx, controller, &queue);
     let owners_stream = watches::filtered(
         watches::stored(
             dyn_api(&ctx, &owner_ar),
@@ -411,7 +501,7 @@ async fn run_owned<K, F, Fut>(
     let d = ctx.dependents.clone();
     let metrics = ctx.metrics.clone();
     let (d1, d2, d3, d4, d5, d6) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone(), d);
-    let [q, q1, q2, q3, q4, q5, q6, q7] = quiet_handles(&ctx);
+    let [q, q1, q2, q3, q4, q5, q6, q7] = wakers(&ctx, &queue);
     Controller::for_stream(own, store)
         .with_config(controller_config(concurrency))
         .watches_stream(common.jobs, move |job| {
@@ -457,10 +547,14 @@ async fn run_owned<K, F, Fut>(
             };
             wake(&q7, kind, refs(&d6, &dep, kind))
         })
-        .reconcile_on(slot_wakes::<K>(&ctx, kind))
+        .reconcile_on(slot_wakes::<K>(&ctx, kind, &queue))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy::<K>, ctx)
-        .for_each(|res| count_pass(&metrics, controller, res))
+        .run(
+            instrumented(controller, queue.clone(), reconcile),
+            error_policy::<K>,
+            ctx,
+        )
+        .for_each(|res| count_pass(&metrics, &queue, controller, res))
         .await;
 }
 

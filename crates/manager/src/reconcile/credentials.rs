@@ -131,6 +131,7 @@ async fn check_now<K: Workload>(
         draft.remove(conditions::CREDENTIALS_MIRRORED);
         return Ok((Verdict::Ready(None), Some(checked)));
     }
+    count_denial(ctx, obj, &creds.identity_allowed);
     draft.set(conditions::IDENTITY_ALLOWED, &creds.identity_allowed);
     draft.set(
         conditions::CREDENTIALS_MIRRORED,
@@ -140,6 +141,23 @@ async fn check_now<K: Workload>(
         Ok((Verdict::Ready(creds.secret), Some(checked)))
     } else {
         Ok((Verdict::Blocked, None))
+    }
+}
+
+/// Counts an identity's refusal (`captf_identity_denied_total`) when the
+/// object's `IdentityAllowed` turns into it, not on every pass that
+/// repeats it.
+fn count_denial<K: Workload>(ctx: &Context, obj: &K, allowed: &ConditionValue) {
+    use captf_api::names::reasons;
+    let label = match allowed.reason {
+        r if r == reasons::IDENTITY_NOT_FOUND => "notfound",
+        r if r == reasons::NAMESPACE_NOT_ALLOWED => "namespace",
+        _ => return,
+    };
+    let before = obj.condition(conditions::IDENTITY_ALLOWED);
+    let again = before.is_some_and(|c| c.status == "False" && c.reason == allowed.reason);
+    if allowed.status == "False" && !again {
+        ctx.metrics.identity_denied(label);
     }
 }
 

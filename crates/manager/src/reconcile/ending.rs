@@ -85,22 +85,26 @@ pub async fn close<K: Workload>(
     Ok(Action::requeue(after.max(Duration::from_millis(200))))
 }
 
-/// The per-object gauges from the conditions this pass wrote.
+/// The per-object gauges from the conditions this pass wrote and the
+/// sizes it measured.
 fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &OpenPass) {
     use crate::metrics::{ConditionValue as Tri, ObjectGauges};
     let status = |t: &str| Tri::from_status(p.draft.get(t).map(|c| c.status.as_str()));
     let mut successes = Vec::new();
-    if !p.deleting() {
-        for op in [Op::Apply, Op::Refresh, Op::Drift] {
-            if let Some(t) = last_success(&p.loaded.records(), op) {
-                let secs = t
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_secs_f64())
-                    .unwrap_or(0.0);
-                successes.push((op.as_str().to_owned(), secs));
-            }
+    for op in scheduled_success_ops(p) {
+        if let Some(t) = last_success(&p.loaded.records(), op) {
+            let secs = t
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            successes.push((op.as_str().to_owned(), secs));
         }
     }
+    let unhealthy_samples = p
+        .draft
+        .field_value("unhealthySamples")
+        .and_then(|v| v.as_u64())
+        .or_else(|| obj.unhealthy_samples().map(u64::from));
     ctx.metrics.object(
         K::KIND.kind(),
         &obj.namespace().unwrap_or_default(),
@@ -109,12 +113,31 @@ fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &OpenPass) {
             ready: status(conditions::READY),
             infrastructure_healthy: Some(status(conditions::INFRASTRUCTURE_HEALTHY)),
             drift_detected: p.draft.is_true(conditions::DRIFT_DETECTED),
-            state_resources: None,
-            state_bytes: None,
-            inputs_bytes: None,
+            state: p.measured.state,
+            inputs_bytes: p.measured.inputs_bytes,
+            unhealthy_samples,
             last_success: successes,
         },
     );
+}
+
+/// The operations whose newest success is exported: applies always, and
+/// drift checks and refreshes only while they are scheduled (so
+/// `CAPTFNoRecentSuccess` never fires for checks nobody asked for).
+fn scheduled_success_ops(p: &OpenPass) -> Vec<Op> {
+    if p.deleting() {
+        return Vec::new();
+    }
+    let mut ops = vec![Op::Apply];
+    if !p.shared.paused {
+        if p.shared.drift_interval.is_some() {
+            ops.push(Op::Drift);
+        }
+        if p.shared.health_interval.is_some() {
+            ops.push(Op::Refresh);
+        }
+    }
+    ops
 }
 
 /// Counts a pass's decision (`captf_reconcile_op_decisions_total`).

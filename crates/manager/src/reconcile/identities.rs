@@ -11,7 +11,6 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 
 use super::{Context, ERROR_REQUEUE, Error};
 
@@ -33,15 +32,20 @@ fn identity_error(obj: Arc<TerraformClusterIdentity>, err: &Error, _ctx: Arc<Con
 /// Runs the TerraformClusterIdentity controller (cluster-wide: identities
 /// are cluster-scoped).
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    const CONTROLLER: &str = "terraformclusteridentity";
+    let concurrency = ctx.config.concurrency.identities;
+    let queue = ctx.metrics.queue(CONTROLLER, concurrency);
     Controller::new(
         Api::<TerraformClusterIdentity>::all(ctx.client.clone()),
-        watcher::Config::default(),
+        super::controllers::primary_watch(&ctx),
     )
-    .with_config(super::controllers::controller_config(
-        ctx.config.concurrency.identities,
-    ))
+    .with_config(super::controllers::controller_config(concurrency))
     .graceful_shutdown_on(shutdown)
-    .run(reconcile_identity, identity_error, ctx)
+    .run(
+        super::controllers::instrumented(CONTROLLER, queue, reconcile_identity),
+        identity_error,
+        ctx,
+    )
     .for_each(|_| async {})
     .await;
 }

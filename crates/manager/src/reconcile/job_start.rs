@@ -327,6 +327,8 @@ pub async fn execute_start<K: Workload>(
             event(ctx, obj, false, events::JOB_CREATED, op, note).await;
             if let Some(note) = &start.approved {
                 event(ctx, obj, false, events::PLAN_APPROVED, op, note.clone()).await;
+                // An approved plan (or approved deletes) is carried out.
+                ctx.metrics.plan_transition(K::KIND.kind(), "approved");
             }
             for (reason, note) in &start.warnings {
                 event(ctx, obj, true, reason, op, note.clone()).await;

@@ -461,6 +461,7 @@ fn plan_inputs(
     let inputs = RoleInputs::Machine(adapter::inputs(&obj.metadata, machine, cluster, &d));
     match common::render_inputs(&inputs, &vars, &obj.spec.workspace.source.image) {
         Ok(r) => {
+            p.measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
             p.draft.set(
                 conditions::DEPENDENCIES_READY,
                 &crate::adapters::dependencies_ready(),

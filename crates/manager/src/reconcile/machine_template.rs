@@ -13,7 +13,6 @@ use captf_api::templates::TerraformMachineTemplate;
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -198,9 +197,18 @@ pub async fn reconcile(
     .map_err(|e| Error::Invalid(format!("image inspection: {e}")))?;
     if let Err(e) = &inspection {
         tracing::info!(template = %obj.name_any(), namespace = ?obj.namespace(), error = %e, "image not inspected");
+        ctx.metrics.image_inspect_failed(match e {
+            captf_lint::image::inspect::InspectError::NotAllowed(_) => "not_allowed",
+            captf_lint::image::inspect::InspectError::Failed(_) => "registry",
+        });
     }
     let vars = variables(&ctx, &obj).await?;
     let r = capacity::resolve(&v, &inspection, &vars);
+    if inspection.is_ok()
+        && r.capacity_resolved.reason == captf_api::names::reasons::CAPACITY_LABEL_INVALID
+    {
+        ctx.metrics.image_inspect_failed("label");
+    }
     let current = obj
         .status
         .as_ref()
@@ -316,12 +324,18 @@ pub async fn run(
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    let config = kube::runtime::controller::Config::default()
-        .concurrency(ctx.config.concurrency.machine_templates);
-    Controller::new(api, watcher::Config::default())
+    const CONTROLLER: &str = "terraformmachinetemplate";
+    let concurrency = ctx.config.concurrency.machine_templates;
+    let queue = ctx.metrics.queue(CONTROLLER, concurrency);
+    let config = kube::runtime::controller::Config::default().concurrency(concurrency);
+    Controller::new(api, super::controllers::primary_watch(&ctx))
         .with_config(config)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(
+            super::controllers::instrumented(CONTROLLER, queue, reconcile),
+            error_policy,
+            ctx,
+        )
         .for_each(|_| async {})
         .await;
 }

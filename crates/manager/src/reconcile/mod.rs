@@ -16,6 +16,7 @@ pub mod ensured;
 pub mod exports;
 pub mod identities;
 pub mod inputs_applied;
+mod job_report;
 pub mod job_start;
 pub mod machine;
 pub mod machine_outputs;
@@ -57,6 +58,9 @@ pub struct Config {
     pub sync_period: Duration,
     /// Watch one namespace only (`--namespace`).
     pub namespace: Option<String>,
+    /// Reconcile only objects labeled `cluster.x-k8s.io/watch-filter` with
+    /// this value (`--watch-filter`; `None`: every object).
+    pub watch_filter: Option<String>,
     /// Passes run at once per kind (`--<kind>-concurrency`).
     pub concurrency: Concurrency,
     /// Which registries machine-template images may be inspected on
@@ -111,6 +115,7 @@ impl Config {
             runner_events: true,
             sync_period: Duration::from_secs(600),
             namespace: None,
+            watch_filter: None,
             concurrency: Concurrency::default(),
             image_inspect: Default::default(),
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,

@@ -423,6 +423,7 @@ pub async fn finish<K: Workload>(
                 });
             ctx.metrics
                 .job_finished(K::KIND.kind(), c.op, c.result, c.duration, error);
+            ctx.metrics.job_report(K::KIND.kind(), c.op, &c.report);
         }
         if let Some(result) = m.restore_result {
             ctx.metrics.state_restore(K::KIND.kind(), result);

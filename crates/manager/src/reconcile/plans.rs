@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use captf_api::TerraformCluster;
-use captf_api::names::{events, labels};
+use captf_api::names::{events, kinds, labels};
 use captf_api::plan::{
     PlanPhase, PlanReason, PlanSummary, PlanTargetKind, PlanTargetRef, TerraformPlan,
     TerraformPlanSpec, TerraformPlanStatus,
@@ -114,6 +114,18 @@ pub async fn set_phase(ctx: &Context, plan: &TerraformPlan, to: PlanPhase) -> Re
     }});
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
         .await?;
+    let kind = match plan.spec.target_ref.kind {
+        captf_api::plan::PlanTargetKind::TerraformCluster => kinds::TERRAFORM_CLUSTER,
+        captf_api::plan::PlanTargetKind::TerraformMachinePool => kinds::TERRAFORM_MACHINE_POOL,
+    };
+    let result = match to {
+        PlanPhase::Pending => "created",
+        PlanPhase::Approved => "approved",
+        PlanPhase::Applied => "applied",
+        PlanPhase::Superseded => "superseded",
+        PlanPhase::Failed => "failed",
+    };
+    ctx.metrics.plan_transition(kind, result);
     Ok(())
 }
 

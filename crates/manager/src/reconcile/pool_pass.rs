@@ -316,6 +316,7 @@ fn render_guarded(
     };
     match rendered {
         Ok(r) => {
+            p.measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
             let ready = crate::adapters::dependencies_ready();
             p.draft.set(conditions::DEPENDENCIES_READY, &ready);
             Ok((Some(r), Some(planned.guard)))

@@ -112,11 +112,13 @@ pub(super) fn open(
     // Our Jobs: the Job slots follow every event; the controllers get the
     // metadata of those that finished or went.
     let slots = ctx.slots.clone();
+    let metrics = ctx.metrics.clone();
     let job_events = watcher::watcher(api::<Job>(ctx), managed_jobs())
         .default_backoff()
         .inspect(move |e| {
             if let Ok(e) = e {
                 slots.observe(e);
+                metrics.observe_job(e);
             }
         });
     let jobs = watches::filtered(

@@ -49,6 +49,12 @@ pub trait Workload:
     fn has_finalizer(&self) -> bool {
         self.finalizers().iter().any(|f| f == Self::FINALIZER)
     }
+
+    /// A TerraformMachine's `status.unhealthySamples`; `None` for the
+    /// kinds that have none.
+    fn unhealthy_samples(&self) -> Option<u32> {
+        None
+    }
 }
 
 impl Workload for TerraformCluster {
@@ -88,6 +94,15 @@ impl Workload for TerraformMachinePool {
 impl Workload for TerraformMachine {
     const KIND: WorkloadKind = WorkloadKind::Machine;
     const FINALIZER: &'static str = finalizers::TERRAFORM_MACHINE;
+    fn unhealthy_samples(&self) -> Option<u32> {
+        Some(
+            self.status
+                .as_ref()
+                .and_then(|s| s.unhealthy_samples)
+                .unwrap_or(0)
+                .max(0) as u32,
+        )
+    }
     fn workspace(&self) -> &WorkspaceSpec {
         &self.spec.workspace
     }

@@ -1,6 +1,7 @@
-//! The serving certificate, read from a directory (`tls.crt`, `tls.key`)
-//! and swapped in whenever the files change, so a rotated certificate is
-//! served without a restart.
+//! The serving certificate, read from a directory (`tls.crt` and `tls.key`
+//! unless `--webhook-cert-name`/`--webhook-key-name` say otherwise) and
+//! swapped in whenever the files change, so a rotated certificate is served
+//! without a restart.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -13,6 +14,22 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 pub const CERT_FILE: &str = "tls.crt";
 pub const KEY_FILE: &str = "tls.key";
+
+/// The names of the certificate and key files inside the directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertFiles {
+    pub cert: String,
+    pub key: String,
+}
+
+impl Default for CertFiles {
+    fn default() -> Self {
+        CertFiles {
+            cert: CERT_FILE.to_owned(),
+            key: KEY_FILE.to_owned(),
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
@@ -28,23 +45,24 @@ pub enum CertError {
 #[derive(Debug)]
 pub struct CertStore {
     dir: PathBuf,
+    files: CertFiles,
     current: RwLock<(Arc<CertifiedKey>, Stamp)>,
 }
 
 type Stamp = (Option<SystemTime>, Option<SystemTime>);
 
-fn stamp(dir: &Path) -> Stamp {
+fn stamp(dir: &Path, files: &CertFiles) -> Stamp {
     let modified = |f: &str| {
         std::fs::metadata(dir.join(f))
             .and_then(|m| m.modified())
             .ok()
     };
-    (modified(CERT_FILE), modified(KEY_FILE))
+    (modified(&files.cert), modified(&files.key))
 }
 
-fn load(dir: &Path) -> Result<Arc<CertifiedKey>, CertError> {
-    let cert_path = dir.join(CERT_FILE);
-    let key_path = dir.join(KEY_FILE);
+fn load(dir: &Path, files: &CertFiles) -> Result<Arc<CertifiedKey>, CertError> {
+    let cert_path = dir.join(&files.cert);
+    let key_path = dir.join(&files.key);
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
         .and_then(|it| it.collect::<Result<_, _>>())
         .map_err(|e| CertError::Read {
@@ -67,13 +85,23 @@ fn load(dir: &Path) -> Result<Arc<CertifiedKey>, CertError> {
 }
 
 impl CertStore {
-    /// Reads the certificate and key in `dir`; both must be usable.
+    /// Reads `tls.crt` and `tls.key` in `dir`; both must be usable.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Arc<CertStore>, CertError> {
+        CertStore::open_files(dir, CertFiles::default())
+    }
+
+    /// Reads the certificate and key named by `files` in `dir`; both must
+    /// be usable.
+    pub fn open_files(
+        dir: impl Into<PathBuf>,
+        files: CertFiles,
+    ) -> Result<Arc<CertStore>, CertError> {
         let dir = dir.into();
-        let before = stamp(&dir);
-        let key = load(&dir)?;
+        let before = stamp(&dir, &files);
+        let key = load(&dir, &files)?;
         Ok(Arc::new(CertStore {
             dir,
+            files,
             current: RwLock::new((key, before)),
         }))
     }
@@ -82,11 +110,11 @@ impl CertStore {
     /// broken pair keeps the previous certificate and reports why.
     /// Returns whether a new certificate is now served.
     pub fn reload_if_changed(&self) -> Result<bool, CertError> {
-        let now = stamp(&self.dir);
+        let now = stamp(&self.dir, &self.files);
         if self.current.read().map(|c| c.1 == now).unwrap_or(false) {
             return Ok(false);
         }
-        let key = load(&self.dir)?;
+        let key = load(&self.dir, &self.files)?;
         if let Ok(mut current) = self.current.write() {
             *current = (key, now);
         }
@@ -152,6 +180,26 @@ mod tests {
             .unwrap();
         assert!(store.reload_if_changed().is_err());
         assert_eq!(store.chain()[0].as_ref(), second.as_slice());
+    }
+
+    #[test]
+    fn other_file_names_are_read_when_configured() {
+        let dir = tempfile::tempdir().unwrap();
+        let der = write_cert(dir.path(), "named.example");
+        std::fs::rename(dir.path().join(CERT_FILE), dir.path().join("serving.pem")).unwrap();
+        std::fs::rename(
+            dir.path().join(KEY_FILE),
+            dir.path().join("serving-key.pem"),
+        )
+        .unwrap();
+        let files = CertFiles {
+            cert: "serving.pem".into(),
+            key: "serving-key.pem".into(),
+        };
+        let store = CertStore::open_files(dir.path(), files).unwrap();
+        assert_eq!(store.chain()[0].as_ref(), der.as_slice());
+        let err = CertStore::open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("tls.crt"), "{err}");
     }
 
     #[test]

@@ -21,7 +21,9 @@ use captf_api::names::webhooks::VALIDATING;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-pub use certs::{CERT_FILE, CertError, CertStore, KEY_FILE};
+pub use certs::{CERT_FILE, CertError, CertFiles, CertStore, KEY_FILE};
+
+use crate::tls::{TlsError, TlsOptions};
 
 /// Where the serving certificate is read from unless configured otherwise
 /// (the controller-runtime convention cert-manager deployments rely on).
@@ -35,14 +37,14 @@ const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 pub enum WebhookError {
     #[error(transparent)]
     Cert(#[from] CertError),
-    #[error("TLS configuration: {0}")]
-    Tls(#[from] rustls::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// How the server runs.
 #[derive(Clone)]
 pub struct WebhookConfig {
-    /// Folder holding `tls.crt` and `tls.key`.
+    /// Folder holding the certificate and key ([`ServingTls::files`]).
     pub cert_dir: PathBuf,
     /// How often the certificate files are checked for changes.
     pub reload_interval: Duration,
@@ -51,6 +53,18 @@ pub struct WebhookConfig {
     /// For the rules that read the API (delete checks, the identity access
     /// review). Without it only the pure rules run.
     pub client: Option<kube::Client>,
+}
+
+/// How the server speaks TLS: which files of [`WebhookConfig::cert_dir`]
+/// hold the certificate, and the protocol settings shared with the
+/// diagnostics endpoint. The default reads `tls.crt` and `tls.key` with the
+/// library's defaults.
+#[derive(Clone, Debug, Default)]
+pub struct ServingTls {
+    /// `--webhook-cert-name`, `--webhook-key-name`.
+    pub files: CertFiles,
+    /// `--tls-min-version`, `--tls-cipher-suites`, `--tls-curve-preferences`.
+    pub options: TlsOptions,
 }
 
 /// The manager's own username, from the downward-API environment.
@@ -118,7 +132,8 @@ pub async fn serve(
     config: WebhookConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), WebhookError> {
-    serve_reporting(listener, config, &AtomicBool::new(false), shutdown).await
+    let tls = ServingTls::default();
+    serve_reporting(listener, config, &tls, &AtomicBool::new(false), shutdown).await
 }
 
 /// [`serve`], with `serving` true from the moment the certificate is loaded
@@ -127,16 +142,16 @@ pub async fn serve(
 pub async fn serve_reporting(
     listener: TcpListener,
     config: WebhookConfig,
+    tls: &ServingTls,
     serving: &AtomicBool,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), WebhookError> {
-    let store = CertStore::open(&config.cert_dir)?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
+    let store = CertStore::open_files(&config.cert_dir, tls.files.clone())?;
+    let mut tls = tls
+        .options
+        .server_builder()?
         .with_cert_resolver(store.clone());
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    tls.alpn_protocols = crate::tls::alpn_protocols();
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let app = router(config.manager_username.clone(), config.client.clone());
 
