@@ -230,6 +230,7 @@ fn the_manager_role_covers_what_the_manager_does() {
         ("coordination.k8s.io", "leases", &rw),
         ("events.k8s.io", "events", &["create", "patch"]),
         ("", "serviceaccounts", &rw),
+        ("rbac.authorization.k8s.io", "roles", &rw),
         ("rbac.authorization.k8s.io", "rolebindings", &rw),
         ("", "namespaces", &ro),
         // The metrics endpoint reviews each scraper's token and access.

@@ -53,12 +53,12 @@ pub fn state_suffix(kind: WorkloadKind, namespace: &str, name: &str) -> String {
 
 /// Name of the base state Secret the `kubernetes` backend writes.
 pub fn state_secret(suffix: &str) -> String {
-    format!("tfstate-default-{suffix}")
+    captf_contract::state_names::state_secret(suffix)
 }
 
 /// Name of the state lock Lease the backend holds.
 pub fn state_lock_lease(suffix: &str) -> String {
-    format!("lock-tfstate-default-{suffix}")
+    captf_contract::state_names::state_lock_lease(suffix)
 }
 
 /// Longest Job name: its pods add `-` and five characters and must stay

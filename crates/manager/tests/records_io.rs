@@ -1,12 +1,13 @@
 //! Inputs records and the runner's RBAC written to, and read from, the real
 //! apiserver.
 
-use captf_manager::io::records::{ensure_runner_rbac, read_record, write_record};
+use captf_manager::io::records::{ensure_object_runner, read_record, write_record};
 use captf_manager::names::WorkloadKind;
+use captf_manager::rbac;
 use captf_manager::records::{InputsRecord, RecordMeta, attempt_record_name, record_labels};
 use captf_testenv::TestEnv;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ObjectMeta, PostParams};
 
@@ -98,21 +99,48 @@ async fn records_round_trip_and_are_rewritten() {
 }
 
 #[tokio::test]
-async fn runner_rbac_is_ensured_idempotently() {
+async fn an_objects_runner_identity_is_applied_idempotently() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
-    ensure_runner_rbac(&client, ns.name()).await.unwrap();
-    ensure_runner_rbac(&client, ns.name()).await.unwrap();
-    assert!(
-        ns.api::<ServiceAccount>()
-            .get_opt("captf-runner")
-            .await
-            .unwrap()
-            .is_some()
+    // A real owner, so the garbage collector keeps what it owns.
+    let owner = ns
+        .api::<ConfigMap>()
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some("owner".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let runner = rbac::ObjectRunner {
+        namespace: ns.name().to_owned(),
+        state_suffix: "0123456789abcdef-mp".into(),
+        owner: OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: owner.metadata.uid.unwrap(),
+            ..Default::default()
+        },
+    };
+    ensure_object_runner(&client, &runner).await.unwrap();
+    ensure_object_runner(&client, &runner).await.unwrap();
+    let name = "captf-runner-0123456789abcdef-mp";
+    let sa = ns.api::<ServiceAccount>().get(name).await.unwrap();
+    assert_eq!(sa.metadata.owner_references.unwrap()[0].name, "owner");
+    let role = ns.api::<Role>().get(name).await.unwrap();
+    assert_eq!(role.rules, runner.role().rules);
+    let rb = ns.api::<RoleBinding>().get(name).await.unwrap();
+    assert_eq!(
+        (rb.role_ref.kind.as_str(), rb.role_ref.name.as_str()),
+        ("Role", name)
     );
-    let rb = ns.api::<RoleBinding>().get("captf-runner").await.unwrap();
-    assert_eq!(rb.role_ref.name, "captf-runner");
     assert_eq!(
         rb.subjects.unwrap()[0].namespace.as_deref(),
         Some(ns.name())

@@ -154,6 +154,15 @@ fn run_command(args: RunArgs) -> i32 {
         let env: Vec<(String, String)> = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
+        // The proxy lives until the run ends: the backend talks to it alone.
+        let (_proxy, args) = match proxy_the_backend(&args).await {
+            Ok(p) => p,
+            Err(e) => {
+                let mut doc = ResultDoc::new(args.op.as_str(), &args.image, &args.bin);
+                doc.fail(crate::result::ErrorKind::Step, Some("prepare"), &e);
+                return doc;
+            }
+        };
         Runner {
             args: &args,
             env,
@@ -165,6 +174,49 @@ fn run_command(args: RunArgs) -> i32 {
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     finish(&args.result, &doc)
+}
+
+/// With `in_cluster_config=true` (what the manager passes), the backend
+/// would reach the apiserver with the pod's identity directly; instead the
+/// runner starts the state proxy (`state_proxy.rs`) under that identity and
+/// points the backend at it. Other backend configs (a kubeconfig, as the
+/// runner's own tests use) are left as they are.
+async fn proxy_the_backend(
+    args: &RunArgs,
+) -> Result<(Option<crate::state_proxy::StateProxy>, RunArgs), String> {
+    use crate::state_proxy::{Scope, StateProxy};
+    if !args
+        .backend_config
+        .iter()
+        .any(|v| v == "in_cluster_config=true")
+    {
+        return Ok((None, args.clone()));
+    }
+    let value = |key: &str| {
+        args.backend_config
+            .iter()
+            .find_map(|v| v.strip_prefix(key)?.strip_prefix('='))
+            .map(str::to_owned)
+    };
+    let (Some(suffix), Some(namespace)) = (value("secret_suffix"), value("namespace")) else {
+        return Err(
+            "state proxy: --backend-config needs secret_suffix and namespace with in_cluster_config=true"
+                .to_owned(),
+        );
+    };
+    let config = kube::Config::incluster()
+        .map_err(|e| format!("state proxy: reading the in-cluster config: {e}"))?;
+    let client = kube::Client::try_from(config)
+        .map_err(|e| format!("state proxy: making the API client: {e}"))?;
+    let proxy = StateProxy::start(client, Scope::of_state(&namespace, &suffix))
+        .await
+        .map_err(|e| format!("state proxy: listening on the loopback: {e}"))?;
+    let mut proxied = args.clone();
+    proxied
+        .backend_config
+        .retain(|v| v != "in_cluster_config=true");
+    proxied.backend_config.extend(proxy.backend_config());
+    Ok((Some(proxy), proxied))
 }
 
 /// Writes the result and turns it into the exit code; a result that cannot

@@ -16,6 +16,7 @@ pub mod redact;
 /// The result document is the contract between runner and manager.
 pub use captf_contract::result;
 pub mod run;
+pub mod state_proxy;
 pub mod steps;
 pub mod summary;
 pub mod workdir;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 
@@ -148,22 +148,45 @@ async fn rewrite(
     Ok(true)
 }
 
-/// Makes sure the default runner ServiceAccount and its RoleBinding exist in
-/// `namespace` (the ClusterRole comes with the manager's manifests).
-pub async fn ensure_runner_rbac(client: &kube::Client, namespace: &str) -> Result<(), kube::Error> {
+/// Applies an object's runner ServiceAccount, Role and RoleBinding (three
+/// server-side applies; the Role before its binding, so the account never
+/// points at a missing Role).
+pub async fn ensure_object_runner(
+    client: &kube::Client,
+    runner: &rbac::ObjectRunner,
+) -> Result<(), kube::Error> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let mut sa = serde_json::to_value(rbac::runner_service_account(namespace)).expect("serializes");
-    sa["apiVersion"] = "v1".into();
-    sa["kind"] = "ServiceAccount".into();
-    sas.patch(rbac::RUNNER, &params, &Patch::Apply(&sa)).await?;
-    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
-    let mut rb = serde_json::to_value(rbac::runner_role_binding(namespace, rbac::RUNNER))
-        .expect("serializes");
-    rb["apiVersion"] = "rbac.authorization.k8s.io/v1".into();
-    rb["kind"] = "RoleBinding".into();
-    bindings
-        .patch(rbac::RUNNER, &params, &Patch::Apply(&rb))
+    let ns = runner.namespace.as_str();
+    let name = runner.name();
+    let typed = |value: serde_json::Value, api_version: &str, kind: &str| {
+        let mut v = value;
+        v["apiVersion"] = api_version.into();
+        v["kind"] = kind.into();
+        v
+    };
+    let sa = typed(
+        serde_json::to_value(runner.service_account()).expect("serializes"),
+        "v1",
+        "ServiceAccount",
+    );
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .patch(&name, &params, &Patch::Apply(&sa))
+        .await?;
+    let role = typed(
+        serde_json::to_value(runner.role()).expect("serializes"),
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+    );
+    Api::<Role>::namespaced(client.clone(), ns)
+        .patch(&name, &params, &Patch::Apply(&role))
+        .await?;
+    let rb = typed(
+        serde_json::to_value(runner.role_binding()).expect("serializes"),
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+    );
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .patch(&name, &params, &Patch::Apply(&rb))
         .await?;
     Ok(())
 }

@@ -70,6 +70,7 @@ const RESOURCES: &[&str] = &[
     "leases",
     "events",
     "serviceaccounts",
+    "roles",
     "rolebindings",
     "namespaces",
     "clusters",

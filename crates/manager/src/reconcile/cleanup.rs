@@ -28,6 +28,11 @@ pub async fn cleanup<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let suffix = state_suffix(K::KIND, &ns, &name);
+    // Its runner identity goes with it (owner references); a namesake made
+    // later must apply its own.
+    let runner = crate::rbac::object_runner_name(&suffix);
+    ctx.rbac_ensured
+        .forget(&super::common::runner_key(&ns, &runner));
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let state = secrets
         .list(&ListParams::default().labels(&state_selector(&suffix)))
@@ -117,7 +122,7 @@ async fn try_sweep(
 ) -> Result<(), Error> {
     use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
     use k8s_openapi::api::core::v1::ServiceAccount;
-    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     let lp = ListParams::default();
     let mut listed = Vec::new();
     let clusters: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), ns);
@@ -136,8 +141,9 @@ async fn try_sweep(
     if remaining > 0 {
         return Ok(());
     }
-    // The runner RBAC goes: the next object here must apply it again.
-    ctx.rbac_ensured.forget(ns);
+    // The runner identities go: the next object here must apply its own.
+    let in_ns = |key: &str| key.split_once('/').is_some_and(|(n, _)| n == ns);
+    ctx.rbac_ensured.forget_where(in_ns);
     let managed = ListParams::default().labels(&format!("{}=true", labels::MANAGED));
     let dp = DeleteParams::default();
     let sas: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), ns);
@@ -148,12 +154,16 @@ async fn try_sweep(
     for rb in rbs.list(&managed).await?.items {
         let _ = rbs.delete(&rb.name_any(), &dp).await;
     }
+    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), ns);
+    for role in roles.list(&managed).await?.items {
+        let _ = roles.delete(&role.name_any(), &dp).await;
+    }
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), ns);
     for l in leases.list(&managed).await?.items {
         let _ = leases.delete(&l.name_any(), &dp).await;
     }
-    // Also after: a pass that applied it meanwhile saw it deleted.
-    ctx.rbac_ensured.forget(ns);
+    // Also after: a pass that applied one meanwhile saw it deleted.
+    ctx.rbac_ensured.forget_where(in_ns);
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use crate::engine::history::JobRecord;
 use crate::engine::job_conditions::ConditionValue;
 use crate::engine::preamble::{Preamble, PreambleInput, preamble};
 use crate::engine::ready::{SummaryInput, summarize};
-use crate::io::records::{ensure_runner_rbac, read_record};
+use crate::io::records::{ensure_object_runner, read_record};
 use crate::records::{InputsRecord, applied_record_name, attempt_record_name};
 use crate::state::reader::{StateError, StateSummary};
 
@@ -748,17 +748,16 @@ pub async fn open<K: Workload>(
                 return Ok(Opening::Done(Action::requeue(Duration::from_secs(15))));
             }
         }
-        let ns = obj.namespace().unwrap_or_default();
-        let rbac = match ensure_rbac(ctx, &ns).await {
-            Ok(()) => ConditionValue {
+        let rbac = match ensure_runner(ctx, obj, &shared.jobs).await {
+            Ok(account) => ConditionValue {
                 status: "True",
                 reason: reasons::RBAC_READY,
-                message: format!("ServiceAccount {} can run Jobs", crate::rbac::RUNNER),
+                message: format!("ServiceAccount {account} can run Jobs"),
             },
             Err(e) => ConditionValue {
                 status: "False",
                 reason: reasons::RBAC_FAILED,
-                message: format!("runner ServiceAccount or RoleBinding: {e}"),
+                message: format!("runner ServiceAccount, Role or RoleBinding: {e}"),
             },
         };
         draft.set(conditions::RUNNER_RBAC_READY, &rbac);
@@ -936,28 +935,44 @@ async fn retained_elsewhere<K: Workload>(
     Ok(Some(Action::requeue(Duration::from_secs(60))))
 }
 
-/// The runner's ServiceAccount and RoleBinding in `ns`, applied at most
-/// once per sync period (a converged pass writes nothing).
-pub(super) async fn ensure_rbac(ctx: &Context, ns: &str) -> Result<(), kube::Error> {
-    if ctx
-        .rbac_ensured
-        .fresh(ns, std::time::Instant::now())
-        .is_some()
-    {
-        return Ok(());
+/// The ServiceAccount `obj`'s Jobs run as: the operator's own
+/// (`jobs.serviceAccountName`), or the object's runner identity
+/// (`rbac::ObjectRunner`), applied at most once per sync period so a
+/// converged pass writes nothing.
+pub(super) async fn ensure_runner<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    jobs: &EffectiveJobPolicy,
+) -> Result<String, kube::Error> {
+    if let Some(own) = &jobs.service_account_name {
+        return Ok(own.clone());
     }
-    let _writer = ctx.rbac_ensured.writer(ns).await;
-    if ctx
-        .rbac_ensured
-        .fresh(ns, std::time::Instant::now())
-        .is_some()
-    {
-        return Ok(());
+    let runner = object_runner(obj);
+    let key = runner_key(&runner.namespace, &runner.name());
+    let now = std::time::Instant::now;
+    if ctx.rbac_ensured.fresh(&key, now()).is_none() {
+        let _writer = ctx.rbac_ensured.writer(&key).await;
+        if ctx.rbac_ensured.fresh(&key, now()).is_none() {
+            ensure_object_runner(&ctx.client, &runner).await?;
+            ctx.rbac_ensured.put(key, (), now());
+        }
     }
-    ensure_runner_rbac(&ctx.client, ns).await?;
-    ctx.rbac_ensured
-        .put(ns.to_owned(), (), std::time::Instant::now());
-    Ok(())
+    Ok(runner.name())
+}
+
+/// The runner identity of `obj`.
+pub(super) fn object_runner<K: Workload>(obj: &K) -> crate::rbac::ObjectRunner {
+    let namespace = obj.namespace().unwrap_or_default();
+    crate::rbac::ObjectRunner {
+        state_suffix: crate::names::state_suffix(K::KIND, &namespace, &obj.name_any()),
+        namespace,
+        owner: obj.owner_reference(),
+    }
+}
+
+/// The memo key of a runner identity: `<namespace>/<name>`.
+pub(super) fn runner_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
 }
 
 /// `Ready` from the kind's inputs.

@@ -263,7 +263,7 @@ fn job_request<K: Workload>(
         service_account: jobs
             .service_account_name
             .clone()
-            .unwrap_or_else(|| crate::rbac::RUNNER.to_owned()),
+            .unwrap_or_else(|| crate::rbac::object_runner_name(&state_suffix(K::KIND, &ns, &name))),
         image_pull_secrets: jobs
             .image_pull_secrets
             .iter()

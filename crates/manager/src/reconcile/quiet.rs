@@ -190,10 +190,6 @@ pub async fn resync<K: Workload>(
     if !stands(&entry, obj, now) {
         return Ok(None);
     }
-    let ns = obj.namespace().unwrap_or_default();
-    if super::common::ensure_rbac(ctx, &ns).await.is_err() {
-        return Ok(None);
-    }
     if let Some(settled) = &entry.credentials {
         let generation = obj.meta().generation.unwrap_or(0);
         let mut draft = Draft::new(obj.conditions(), generation, SystemTime::now());
