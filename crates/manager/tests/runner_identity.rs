@@ -20,9 +20,10 @@ use captf_api::TerraformMachinePool;
 use captf_manager::capi;
 use captf_manager::names::{WorkloadKind, state_secret, state_suffix};
 use captf_testenv::{TestEnv, TestNamespace, eventually};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::pools::*;
 use support::{insert_module, module_image};
@@ -234,11 +235,13 @@ async fn a_module_reaches_its_own_state_and_nothing_else_of_the_namespace() {
     // The same probe under a broad grant (an operator's ServiceAccount bound
     // to the namespace-wide runner role) reads the other pool's state: what
     // the scoped identity denies is a real difference.
+    // It must consent first: unlabeled, no Job runs as it.
     let broad: ServiceAccount = serde_json::from_value(json!({
-        "metadata": {"name": "broad-runner", "labels": {"captf.io/runner": "true"}},
+        "metadata": {"name": "broad-runner"},
     }))
     .unwrap();
-    ns.api::<ServiceAccount>()
+    let accounts = ns.api::<ServiceAccount>();
+    accounts
         .create(&PostParams::default(), &broad)
         .await
         .unwrap();
@@ -261,6 +264,40 @@ async fn a_module_reaches_its_own_state_and_nothing_else_of_the_namespace() {
                "jobs": {"serviceAccountName": "broad-runner"}}),
     )
     .await;
+    let pools = ns.api::<TerraformMachinePool>();
+    eventually("the broad pool to wait for consent", 120, || async {
+        let p = pools.get("broad").await.ok()?;
+        let c = p
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "RunnerRBACReady")?
+            .clone();
+        (c.status == "False" && c.reason == "ServiceAccountNotOptedIn").then_some(())
+    })
+    .await;
+    let jobs: Vec<String> = ns
+        .api::<Job>()
+        .list(
+            &ListParams::default().labels("captf.infrastructure.cluster.x-k8s.io/owner-name=broad"),
+        )
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|j| j.metadata.name.clone())
+        .collect();
+    assert_eq!(jobs, Vec::<String>::new(), "no Job before consent");
+    accounts
+        .patch(
+            "broad-runner",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"captf.io/runner": "true"}}})),
+        )
+        .await
+        .unwrap();
     wait_applied(&ns, "broad").await;
     let codes = probe_codes(&ns, "probe-result-broad").await;
     eprintln!("broad saw {codes:?}");

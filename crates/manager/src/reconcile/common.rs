@@ -748,19 +748,24 @@ pub async fn open<K: Workload>(
                 return Ok(Opening::Done(Action::requeue(Duration::from_secs(15))));
             }
         }
-        let rbac = match ensure_runner(ctx, obj, &shared.jobs).await {
-            Ok(account) => ConditionValue {
-                status: "True",
-                reason: reasons::RBAC_READY,
-                message: format!("ServiceAccount {account} can run Jobs"),
-            },
-            Err(e) => ConditionValue {
-                status: "False",
-                reason: reasons::RBAC_FAILED,
-                message: format!("runner ServiceAccount, Role or RoleBinding: {e}"),
-            },
-        };
-        draft.set(conditions::RUNNER_RBAC_READY, &rbac);
+        match ensure_runner(ctx, obj, &shared.jobs).await {
+            Ok(account) => draft.set(
+                conditions::RUNNER_RBAC_READY,
+                &ConditionValue {
+                    status: "True",
+                    reason: reasons::RBAC_READY,
+                    message: format!("ServiceAccount {account} can run Jobs"),
+                },
+            ),
+            Err(blocked) => {
+                // No Job can run as a missing or unconsenting account.
+                draft.set(conditions::RUNNER_RBAC_READY, &blocked);
+                let booked = bookkeep(ctx, obj, &loaded, &mut draft, &policy(shared)).await?;
+                set_ready(&mut draft, obj.provisioned(), pool);
+                pass::finish(ctx, obj, &draft, &booked.marks).await?;
+                return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
+            }
+        }
     }
     let booked = bookkeep(ctx, obj, &loaded, &mut draft, &policy(shared)).await?;
     let active = booked.active.clone();
@@ -936,28 +941,79 @@ async fn retained_elsewhere<K: Workload>(
 }
 
 /// The ServiceAccount `obj`'s Jobs run as: the operator's own
-/// (`jobs.serviceAccountName`), or the object's runner identity
-/// (`rbac::ObjectRunner`), applied at most once per sync period so a
-/// converged pass writes nothing.
+/// (`jobs.serviceAccountName`, which must exist and carry
+/// `captf.io/runner=true`), or the object's runner identity
+/// (`rbac::ObjectRunner`). Either is checked or applied at most once per
+/// sync period, so a converged pass writes nothing. `Err` is the
+/// `RunnerRBACReady=False` condition that keeps Jobs from starting.
 pub(super) async fn ensure_runner<K: Workload>(
     ctx: &Context,
     obj: &K,
     jobs: &EffectiveJobPolicy,
-) -> Result<String, kube::Error> {
-    if let Some(own) = &jobs.service_account_name {
-        return Ok(own.clone());
-    }
-    let runner = object_runner(obj);
-    let key = runner_key(&runner.namespace, &runner.name());
-    let now = std::time::Instant::now;
-    if ctx.rbac_ensured.fresh(&key, now()).is_none() {
-        let _writer = ctx.rbac_ensured.writer(&key).await;
-        if ctx.rbac_ensured.fresh(&key, now()).is_none() {
-            ensure_object_runner(&ctx.client, &runner).await?;
-            ctx.rbac_ensured.put(key, (), now());
+) -> Result<String, ConditionValue> {
+    let namespace = obj.namespace().unwrap_or_default();
+    let (key, account) = match &jobs.service_account_name {
+        Some(own) => (format!("{namespace}/own:{own}"), own.clone()),
+        None => {
+            let name = object_runner(obj).name();
+            (runner_key(&namespace, &name), name)
         }
+    };
+    let now = std::time::Instant::now;
+    if ctx.rbac_ensured.fresh(&key, now()).is_some() {
+        return Ok(account);
     }
-    Ok(runner.name())
+    let _writer = ctx.rbac_ensured.writer(&key).await;
+    if ctx.rbac_ensured.fresh(&key, now()).is_some() {
+        return Ok(account);
+    }
+    if jobs.service_account_name.is_some() {
+        check_opted_in(ctx, &namespace, &account).await?;
+    } else {
+        ensure_object_runner(&ctx.client, &object_runner(obj))
+            .await
+            .map_err(|e| ConditionValue {
+                status: "False",
+                reason: reasons::RBAC_FAILED,
+                message: format!("runner ServiceAccount, Role or RoleBinding {account}: {e}"),
+            })?;
+    }
+    ctx.rbac_ensured.put(key, (), now());
+    Ok(account)
+}
+
+/// An operator's runner ServiceAccount must exist and consent
+/// (`captf.io/runner=true`); the manager binds nothing to it.
+async fn check_opted_in(
+    ctx: &Context,
+    namespace: &str,
+    account: &str,
+) -> Result<(), ConditionValue> {
+    use captf_api::names::labels;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let not_opted_in = |message: String| ConditionValue {
+        status: "False",
+        reason: reasons::SERVICE_ACCOUNT_NOT_OPTED_IN,
+        message,
+    };
+    let api: kube::Api<ServiceAccount> = kube::Api::namespaced(ctx.client.clone(), namespace);
+    match api.get_opt(account).await {
+        Ok(Some(sa)) if sa.labels().get(labels::RUNNER).map(String::as_str) == Some("true") => {
+            Ok(())
+        }
+        Ok(Some(_)) => Err(not_opted_in(format!(
+            "ServiceAccount {account} lacks the label {}=true",
+            labels::RUNNER
+        ))),
+        Ok(None) => Err(not_opted_in(format!(
+            "ServiceAccount {account} does not exist"
+        ))),
+        Err(e) => Err(ConditionValue {
+            status: "False",
+            reason: reasons::RBAC_FAILED,
+            message: format!("reading ServiceAccount {account}: {e}"),
+        }),
+    }
 }
 
 /// The runner identity of `obj`.
