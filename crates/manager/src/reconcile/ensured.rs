@@ -1,5 +1,6 @@
-//! What the manager already made right and need not write again: the
-//! runner's namespace RBAC and each object's credentials. A converged pass
+//! What the manager already made right and need not write again: each
+//! object's runner identity (or the consent of the account it names) and
+//! each object's credentials. A converged pass
 //! skips those writes; they are checked again once the entry is older than
 //! the sync period, or at once when something they depend on changed (an
 //! identity event forgets the credentials of its users).

@@ -7,9 +7,10 @@
 //! kept) or reaches it as a routed watch event: every mapper in
 //! `controllers.rs` forgets the entries of the objects it wakes, so the
 //! next pass of a woken object is a full one. What no watch covers is
-//! checked on every resync through the memos that already bound its cost:
-//! the runner's RBAC (per namespace) and the credentials (per namespace
-//! and identity, so one read per sync period serves all their users).
+//! checked on every resync through the memo that already bounds its cost:
+//! the credentials (per namespace and identity, so one read per sync period
+//! serves all their users). The runner identity is not: a settled object
+//! runs no Job, and the full pass before its next Job applies it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -175,9 +176,9 @@ fn requeue(entry: &Settled, now: Instant, sync_period: Duration) -> Action {
     Action::requeue(until_due.min(sync_period).max(Duration::from_millis(200)))
 }
 
-/// A resync of a settled object: the namespace RBAC and the credentials
-/// are checked through their memos, and when both say what the settled
-/// pass saw, the pass ends here. `None`: run the full pass.
+/// A resync of a settled object: the credentials are checked through
+/// their memo, and when it says what the settled pass saw, the pass ends
+/// here. `None`: run the full pass.
 pub async fn resync<K: Workload>(
     ctx: &Context,
     obj: &K,
