@@ -1,7 +1,7 @@
 //! An apply that failed in its apply step with no state saved
 //! (`internals.md` §4 scenario 16). While the first apply's apply step
 //! runs (it holds the state lock and sleeps in a provisioner), the
-//! runner's role loses `update` on Secrets, as when the apiserver refuses
+//! object's runner Role loses `update` on Secrets, as when the apiserver refuses
 //! the state write: `init` had created the backend's empty state, the apply
 //! step creates the module's resources, and saving them fails. The runner reports a
 //! failure in step `apply`; the state records nothing. The object is held
@@ -18,30 +18,50 @@ use captf_api::TerraformCluster;
 use captf_manager::names::{WorkloadKind, state_lock_lease, state_suffix};
 use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::clusters::{condition, create_cluster_with_variables, with_slow_cluster_module};
 use support::*;
 
-/// The runner ClusterRole without `update` on Secrets.
-async fn refuse_state_writes(client: &kube::Client) {
-    let mut role = captf_manager::rbac::runner_cluster_role();
-    for rule in role.rules.iter_mut().flatten() {
+/// Replaces the rules of the object's runner Role (`captf-runner-<suffix>`)
+/// and returns those it had.
+async fn set_runner_rules(
+    ns: &captf_testenv::TestNamespace,
+    rules: Option<Vec<PolicyRule>>,
+) -> Option<Vec<PolicyRule>> {
+    let name = captf_manager::rbac::object_runner_name(&state_suffix(
+        WorkloadKind::Cluster,
+        ns.name(),
+        "prod",
+    ));
+    let roles = ns.api::<Role>();
+    let mut role = roles.get(&name).await.unwrap();
+    let had = std::mem::replace(&mut role.rules, rules);
+    roles
+        .replace(&name, &PostParams::default(), &role)
+        .await
+        .unwrap();
+    had
+}
+
+/// The object's runner Role without `update` on Secrets; returns the
+/// rules it had.
+async fn refuse_state_writes(ns: &captf_testenv::TestNamespace) -> Option<Vec<PolicyRule>> {
+    let name = captf_manager::rbac::object_runner_name(&state_suffix(
+        WorkloadKind::Cluster,
+        ns.name(),
+        "prod",
+    ));
+    let role = ns.api::<Role>().get(&name).await.unwrap();
+    let mut rules = role.rules.clone().unwrap_or_default();
+    for rule in &mut rules {
         if rule.resources.iter().flatten().any(|r| r == "secrets") {
             rule.verbs.retain(|v| v != "update" && v != "patch");
         }
     }
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    roles
-        .patch(
-            captf_manager::rbac::RUNNER,
-            &PatchParams::apply("captf-e2e").force(),
-            &Patch::Apply(role),
-        )
-        .await
-        .unwrap();
+    set_runner_rules(ns, Some(rules)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,7 +88,7 @@ async fn an_apply_step_that_saved_no_state_holds_until_the_operator_confirms() {
         info.contains("OperationTypeApply").then_some(())
     })
     .await;
-    refuse_state_writes(&ns.client()).await;
+    let whole = refuse_state_writes(&ns).await;
 
     let held = eventually("prod held with ApplyOutcomeUnknown", 240, || async {
         let tc = tcs.get("prod").await.ok()?;
@@ -94,7 +114,7 @@ async fn an_apply_step_that_saved_no_state_holds_until_the_operator_confirms() {
 
     // The role is whole again; the hold alone keeps the apply from running,
     // and a deletion keeps the finalizer.
-    install_runner_role(&ns.client()).await;
+    set_runner_rules(&ns, whole).await;
     tcs.delete("prod", &DeleteParams::default()).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_secs(10)).await;
     let tc = tcs.get("prod").await.expect("held: the finalizer stays");

@@ -14,6 +14,10 @@
 //! the attempt and applied records. The manager starts only after all of
 //! that exists.
 //!
+//! The namespace also holds the shared `captf-runner` account the
+//! reference made; the apply that follows a changed variable runs under the
+//! object's own runner identity instead, over the reference's state.
+//!
 //! Cost: beside the pass's usual reads, one list of Jobs per check.
 
 mod support;
@@ -28,8 +32,9 @@ use captf_manager::names::{WorkloadKind, state_secret, state_suffix};
 use captf_manager::records::{applied_record_name, attempt_record_name, record_labels};
 use captf_testenv::{TestEnv, TestNamespace, eventually};
 use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::*;
 
@@ -295,6 +300,9 @@ async fn state_and_records_written_by_the_reference_are_adopted_without_a_re_app
     let digest = module.digest.clone();
     insert_module(env, IMAGE, module);
     install_runner_role(&ns.client()).await;
+    // The shared runner account the reference (and earlier releases) made
+    // in each namespace, bound to the namespace-wide role.
+    namespace_wide_runner(&ns, "captf-runner").await;
 
     let cluster_uid = create_cluster(&ns).await;
     let tc = create_vector_objects(&ns, &v, &cluster_uid).await;
@@ -339,6 +347,34 @@ async fn state_and_records_written_by_the_reference_are_adopted_without_a_re_app
     .unwrap();
     eventually("an apply for the changed variable", 60, || async {
         (!apply_job_names(&ns).await.is_empty()).then_some(())
+    })
+    .await;
+    // It runs under the object's own identity, not the shared account, and
+    // applies over the reference's state with it.
+    let jobs = ns.api::<Job>().list(&ListParams::default()).await.unwrap();
+    let accounts: Vec<String> = jobs
+        .items
+        .iter()
+        .filter(|j| job_op(j) == "apply")
+        .filter_map(|j| {
+            j.spec
+                .as_ref()?
+                .template
+                .spec
+                .as_ref()?
+                .service_account_name
+                .clone()
+        })
+        .collect();
+    assert_eq!(accounts, vec![format!("captf-runner-{suffix}")]);
+    eventually("the changed variable applied", 120, || async {
+        let tc = tcs.get("prod").await.ok()?;
+        let applied = tc.status.as_ref()?.conditions.as_ref()?.iter().any(|c| {
+            c.type_ == "ApplyJobSucceeded"
+                && c.status == "True"
+                && c.observed_generation == tc.metadata.generation
+        });
+        (applied && support::clusters::is_ready(&tc)).then_some(())
     })
     .await;
 }

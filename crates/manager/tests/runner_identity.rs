@@ -236,25 +236,8 @@ async fn a_module_reaches_its_own_state_and_nothing_else_of_the_namespace() {
     // to the namespace-wide runner role) reads the other pool's state: what
     // the scoped identity denies is a real difference.
     // It must consent first: unlabeled, no Job runs as it.
-    let broad: ServiceAccount = serde_json::from_value(json!({
-        "metadata": {"name": "broad-runner"},
-    }))
-    .unwrap();
+    support::namespace_wide_runner(&ns, "broad-runner").await;
     let accounts = ns.api::<ServiceAccount>();
-    accounts
-        .create(&PostParams::default(), &broad)
-        .await
-        .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "broad-runner"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "captf-runner"},
-        "subjects": [{"kind": "ServiceAccount", "name": "broad-runner", "namespace": ns.name()}],
-    }))
-    .unwrap();
-    ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
     let (image, _) = probe("broad");
     create_pool(
         &ns,

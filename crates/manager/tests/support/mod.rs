@@ -106,6 +106,32 @@ pub async fn install_runner_role(client: &kube::Client) {
         .unwrap();
 }
 
+/// A ServiceAccount `name` bound to the namespace-wide `captf-runner`
+/// ClusterRole (every Secret of the namespace), as earlier releases and
+/// the reference made `captf-runner` in each namespace, and as an operator
+/// may still bind an account of their own.
+pub async fn namespace_wide_runner(ns: &captf_testenv::TestNamespace, name: &str) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use kube::api::PostParams;
+    let account: ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    ns.api::<ServiceAccount>()
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": rbac::RUNNER},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns.name()}],
+    }))
+    .unwrap();
+    ns.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
 /// The controllers, watching `namespace`, until the handle drops.
 pub struct Manager {
     stop: tokio::sync::watch::Sender<bool>,
