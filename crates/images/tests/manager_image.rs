@@ -9,8 +9,8 @@ use std::process::Command;
 
 #[test]
 fn the_manager_image_holds_two_static_binaries_that_run() {
-    let runner = captf_testenv::static_build::build("captf-runner", "runner");
-    let manager = captf_testenv::static_build::build("captf-manager", "manager");
+    let runner = captf_testenv::binaries::static_linked("runner");
+    let manager = captf_testenv::binaries::static_linked("manager");
     let dir = tempfile::tempdir().unwrap();
     let layout = dir.path().join("captf-manager");
     let provenance = Provenance {
@@ -40,7 +40,7 @@ fn the_manager_image_holds_two_static_binaries_that_run() {
         std::fs::write(&extracted, &files[name]).unwrap();
         std::fs::set_permissions(&extracted, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(
-            captf_testenv::static_build::is_static(&extracted),
+            captf_testenv::binaries::is_static(&extracted),
             "/{name} is not static"
         );
         let out = Command::new(&extracted).arg(arg).output().unwrap();

@@ -9,6 +9,7 @@
 //! Cost: beside the passes themselves, one annotation patch of the state
 //! Secret.
 
+#[path = "integration/support/mod.rs"]
 mod support;
 
 use std::sync::{Arc, Mutex};

@@ -20,6 +20,7 @@
 //! stopped gracefully (and their folder removed) when it exits normally.
 
 pub mod assets;
+pub mod binaries;
 pub mod capi;
 pub mod control_plane;
 pub mod crds;
@@ -27,7 +28,6 @@ pub mod executor;
 pub mod nodes;
 pub mod pki;
 pub mod process;
-pub mod static_build;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};

@@ -1,0 +1,5 @@
+//! The API crate's integration tests, one binary: the CRDs on the real
+//! apiserver and their descriptions.
+
+mod crd_descriptions;
+mod crds;

@@ -1,0 +1,122 @@
+//! Job slots on the real control plane: 30 pools of one cluster under
+//! `--cluster-max-active-jobs=5`, with the controllers in this process, the
+//! local executor and the real runner and OpenTofu. A watcher of the
+//! apiserver counts the cluster's unfinished Jobs all along: never more
+//! than 5, the limit reached, and every pool converges. The check costs no
+//! request: the count comes from the Job watch the manager already has.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use captf_api::TerraformMachinePool;
+use captf_testenv::{TestEnv, eventually};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use support::many_pools::{add_pool, bring_up_cluster};
+use support::*;
+
+const POOLS: usize = 30;
+const LIMIT: i32 = 5;
+
+fn unfinished(job: &Job) -> bool {
+    !job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
+}
+
+fn converged(p: &TerraformMachinePool) -> bool {
+    let status = p.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    ready
+        && status
+            .is_some_and(|s| s.workspace.active_job.is_none() && s.workspace.last_refresh.is_some())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_pools_of_one_cluster_never_run_more_jobs_than_its_limit_and_all_converge() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    env.executor()
+        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    for role in ["cluster", "machinepool"] {
+        insert_module(
+            env,
+            &module_ref(role, ns.name()),
+            module_image(tmp.path(), role, "v1", &[]),
+        );
+    }
+    install_runner_role(&ns.client()).await;
+    let _manager = start_manager_with(ns.client(), ns.name(), |c| {
+        c.defaults.cluster_max_active_jobs = LIMIT;
+    });
+
+    // The apiserver's view of the cluster's unfinished Jobs, all along.
+    let (most, stop) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let jobs: Api<Job> = ns.api();
+    let watch = {
+        let (most, stop) = (most.clone(), stop.clone());
+        tokio::spawn(async move {
+            let lp = ListParams::default().labels("cluster.x-k8s.io/cluster-name=prod");
+            let mut seen = BTreeSet::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(list) = jobs.list(&lp).await {
+                    let running = list.items.iter().filter(|j| unfinished(j)).count();
+                    most.fetch_max(running, Ordering::Relaxed);
+                    seen.extend(list.items.into_iter().filter_map(|j| j.metadata.name));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            seen.len()
+        })
+    };
+
+    bring_up_cluster(&ns).await;
+    for i in 0..POOLS {
+        add_pool(&ns, i, 86400).await;
+    }
+    let pools = ns.api::<TerraformMachinePool>();
+    eventually("every pool converged", 900, || async {
+        let listed = pools.list(&ListParams::default()).await.ok()?.items;
+        (listed.len() == POOLS && listed.iter().all(converged)).then_some(())
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let jobs_seen = watch.await.unwrap();
+
+    let most = most.load(Ordering::Relaxed);
+    assert!(
+        most <= LIMIT as usize,
+        "{most} Jobs of the cluster ran at once"
+    );
+    // How close the sampled maximum comes to the limit depends on timing (a
+    // 100 ms poll, and refreshes stop at 80% of it); that the limit held
+    // back starts is what the events below show.
+    assert!(most > 1, "Jobs of the cluster ran side by side: {most}");
+    // The cluster's apply, and each pool's apply and refresh after it.
+    assert!(jobs_seen > 2 * POOLS, "{jobs_seen} Jobs");
+    // Those that waited were told so, once per wait.
+    let events: Api<Event> = ns.api();
+    let waits = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("WaitingForJobSlot"))
+        .count();
+    assert!(waits > 0, "no object waited for a slot");
+}

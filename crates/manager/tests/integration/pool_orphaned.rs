@@ -1,0 +1,111 @@
+//! A state Cluster API would not make: the Cluster object gone while its
+//! TerraformCluster and a pool still exist. The TerraformCluster waits for
+//! the pool, which destroys from its stored inputs without the Cluster. The
+//! test plays Cluster API's part by hand, in a binary of its own so that no
+//! Cluster API controller (they watch every namespace) reacts to it.
+
+use crate::support;
+
+use captf_api::{TerraformCluster, TerraformMachinePool};
+use captf_manager::capi;
+use captf_testenv::{TestEnv, eventually};
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use serde_json::json;
+use support::pools::*;
+
+#[tokio::test]
+async fn a_cluster_deleted_first_waits_for_its_pool_which_destroys_without_the_cluster() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path(), Driver::ByHand).await;
+    bring_up_driven(&ns, 1, json!({}), json!({}), Driver::ByHand).await;
+    wait_pool(&ns, "a pool of 1 to be Ready", 300, |p| {
+        is(p, "Ready", "True") && ids(p).len() == 1
+    })
+    .await;
+
+    // The Cluster goes first: its TerraformCluster waits for the pool.
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &capi::cluster_resource());
+    clusters
+        .delete("prod", &DeleteParams::background())
+        .await
+        .unwrap();
+    let tcs = ns.api::<TerraformCluster>();
+    eventually("the TerraformCluster to wait for its pool", 120, || async {
+        let tc = tcs.get("prod").await.ok()?;
+        let blocked = tc.status.as_ref()?.conditions.as_ref()?.iter().any(|c| {
+            c.type_ == "DeletionBlocked" && c.status == "True" && c.reason == "DependentsExist"
+        });
+        (tc.metadata.deletion_timestamp.is_some() && blocked).then_some(())
+    })
+    .await;
+    let jobs: Api<Job> = ns.api();
+    let destroys = jobs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|j| {
+            j.metadata.labels.as_ref().is_some_and(|l| {
+                l.get("captf.infrastructure.cluster.x-k8s.io/op")
+                    .map(String::as_str)
+                    == Some("destroy")
+            })
+        })
+        .count();
+    assert_eq!(destroys, 0, "nothing is destroyed while the pool exists");
+    eventually("the Cluster object to be gone", 60, || async {
+        clusters.get_opt("prod").await.ok()?.is_none().then_some(())
+    })
+    .await;
+
+    // The pool's deletion destroys from its stored inputs although the
+    // Cluster is gone; then the TerraformCluster destroys and goes.
+    let mps: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &capi::machine_pool_resource());
+    mps.delete("pool-a", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(
+        "the pool and the cluster to be gone, leaving nothing",
+        300,
+        || async {
+            let pools = ns
+                .api::<TerraformMachinePool>()
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .len();
+            let tcs = tcs.list(&ListParams::default()).await.ok()?.items.len();
+            let (jobs, secrets, leases) = leftovers(&ns).await?;
+            (pools == 0 && tcs == 0 && jobs == 0 && secrets.is_empty() && leases == 0).then_some(())
+        },
+    )
+    .await;
+    let events = ns
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let destroyed = |kind: &str| {
+        events.iter().any(|e| {
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
+                && e.reason.as_deref() == Some("JobSucceeded")
+                && e.note.as_deref().is_some_and(|n| n.contains("-destroy-"))
+        })
+    };
+    assert!(
+        destroyed("TerraformMachinePool"),
+        "the pool ran its destroy"
+    );
+    assert!(
+        destroyed("TerraformCluster"),
+        "then the cluster ran its own"
+    );
+}

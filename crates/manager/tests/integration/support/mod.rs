@@ -1,0 +1,279 @@
+//! Shared by the end-to-end tests: image folders for the local executor
+//! and the controllers running in the test process.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use captf_manager::rbac;
+use captf_manager::reconcile::{Config, Context, controllers};
+use captf_testenv::executor::LocalImage;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, Patch, PatchParams};
+
+/// The manager (runner) image of one test namespace: image folders live in
+/// each test's temporary folder, so no two tests share a reference.
+pub fn manager_ref(namespace: &str) -> String {
+    format!("local.test/captf-manager:{namespace}")
+}
+
+/// A noop module image of `role` for one test namespace.
+pub fn module_ref(role: &str, namespace: &str) -> String {
+    format!("local.test/noop-{role}:{namespace}")
+}
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The runner binary, built once per test process
+/// (`captf_testenv::binaries`).
+pub fn runner_binary() -> PathBuf {
+    captf_testenv::binaries::debug("runner")
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().starts_with(".terraform") {
+            continue;
+        }
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// The manager image: `/runner`.
+pub fn manager_image(tmp: &Path) -> LocalImage {
+    let root = tmp.join("manager-image");
+    std::fs::create_dir_all(&root).unwrap();
+    std::os::unix::fs::symlink(runner_binary(), root.join("runner")).unwrap();
+    LocalImage {
+        root,
+        digest: format!("sha256:{:0>64}", "1"),
+    }
+}
+
+/// A module image: `modules/noop/<role>` (plus `extra` files) at
+/// `/captf/module` and OpenTofu at `/captf/runtime`.
+pub fn module_image(tmp: &Path, role: &str, tag: &str, extra: &[(&str, &str)]) -> LocalImage {
+    let root = tmp.join(format!("module-{role}-{tag}"));
+    copy_dir(
+        &workspace().join("modules/noop").join(role),
+        &root.join("captf/module"),
+    );
+    for (name, text) in extra {
+        std::fs::write(root.join("captf/module").join(name), text).unwrap();
+    }
+    let tofu = captf_testenv::assets::tofu().expect("the OpenTofu test asset");
+    std::os::unix::fs::symlink(tofu, root.join("captf/runtime")).unwrap();
+    // Unique per folder: tests share the executor's image map.
+    let digest = format!("sha256:{:0>64}", folder_digest(&root));
+    LocalImage { root, digest }
+}
+
+fn folder_digest(root: &Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    root.hash(&mut h);
+    format!("{:x}", h.finish())
+}
+
+pub async fn install_runner_role(client: &kube::Client) {
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    roles
+        .patch(
+            rbac::RUNNER,
+            &PatchParams::apply("captf-e2e").force(),
+            &Patch::Apply(rbac::runner_cluster_role()),
+        )
+        .await
+        .unwrap();
+}
+
+/// A ServiceAccount `name` bound to the namespace-wide `captf-runner`
+/// ClusterRole (every Secret of the namespace), as earlier releases and
+/// the reference made `captf-runner` in each namespace, and as an operator
+/// may still bind an account of their own.
+pub async fn namespace_wide_runner(ns: &captf_testenv::TestNamespace, name: &str) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use kube::api::PostParams;
+    let account: ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    ns.api::<ServiceAccount>()
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": rbac::RUNNER},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns.name()}],
+    }))
+    .unwrap();
+    ns.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
+/// The controllers, watching `namespace`, until the handle drops.
+pub struct Manager {
+    stop: tokio::sync::watch::Sender<bool>,
+    /// What the controllers counted (the `/metrics` body).
+    #[allow(dead_code)]
+    pub metrics: captf_manager::metrics::Metrics,
+    /// Full passes run per object.
+    pub passes: captf_manager::reconcile::PassCounter,
+    /// Resyncs a quiet pass answered, per object.
+    pub quiet_passes: captf_manager::reconcile::PassCounter,
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+pub fn start_manager(client: kube::Client, namespace: &str) -> Manager {
+    start_manager_with(client, namespace, |_| {})
+}
+
+/// The controllers with the test's `Config` changes.
+pub fn start_manager_with(
+    client: kube::Client,
+    namespace: &str,
+    configure: impl FnOnce(&mut Config),
+) -> Manager {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "warn,captf_manager=info",
+        ))
+        .try_init();
+    let mut config = Config::new(manager_ref(namespace));
+    config.namespace = Some(namespace.to_owned());
+    configure(&mut config);
+    let ctx = Arc::new(Context::new(client, config));
+    let metrics = ctx.metrics.clone();
+    let passes = ctx.passes.clone();
+    let quiet_passes = ctx.quiet_passes.clone();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(controllers::run_all(ctx, rx));
+    Manager {
+        stop: tx,
+        metrics,
+        passes,
+        quiet_passes,
+    }
+}
+
+/// Registers a module image under its tag and under `repo@digest` (what
+/// non-apply Jobs run once the digest is pinned).
+pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, image: LocalImage) {
+    let repo = reference.rsplit_once(':').map_or(reference, |(r, _)| r);
+    env.executor()
+        .insert(format!("{repo}@{}", image.digest), image.clone());
+    env.executor().insert(reference, image);
+}
+/// A Job's op label (empty when it has none).
+pub fn job_op(job: &k8s_openapi::api::batch::v1::Job) -> String {
+    job.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("captf.infrastructure.cluster.x-k8s.io/op"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The names of the namespace's apply Jobs (one list of Jobs).
+pub async fn apply_job_names(ns: &captf_testenv::TestNamespace) -> Vec<String> {
+    ns.api::<k8s_openapi::api::batch::v1::Job>()
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|j| job_op(j) == "apply")
+        .filter_map(|j| j.metadata.name.clone())
+        .collect()
+}
+
+/// Every argument of a Job's containers (init containers first).
+pub fn job_args(job: &k8s_openapi::api::batch::v1::Job) -> Vec<String> {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|p| {
+            p.init_containers
+                .iter()
+                .chain(std::iter::once(&p.containers))
+                .flatten()
+                .flat_map(|c| c.args.clone().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub mod clusters;
+pub mod faults;
+pub mod manager_process;
+pub mod many_pools;
+pub mod moving;
+pub mod pools;
+pub mod requests;
+pub mod touch;
+pub mod webhooks;
+
+/// A classic Cluster as a user writes it, its infrastructure the
+/// TerraformCluster of the same name, for the harness's Cluster API
+/// managers (started if they are not yet), with the `<name>-kubeconfig`
+/// Secret its control plane provider would write.
+pub async fn create_capi_cluster(
+    ns: &captf_testenv::TestNamespace,
+    name: &str,
+) -> kube::api::DynamicObject {
+    let cluster_api = captf_testenv::TestEnv::get().await.cluster_api().await;
+    let clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        ns.client(),
+        ns.name(),
+        &captf_manager::capi::cluster_resource(),
+    );
+    let cluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": name}},
+    }))
+    .unwrap();
+    let cluster = clusters
+        .create(&kube::api::PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    let uid = cluster.metadata.uid.clone().unwrap();
+    ns.api::<k8s_openapi::api::core::v1::Secret>()
+        .create(
+            &kube::api::PostParams::default(),
+            &cluster_api.kubeconfig_secret(name, &uid),
+        )
+        .await
+        .unwrap();
+    cluster
+}
+
+/// The notes of the namespace's events of `reason`.
+pub async fn event_notes(ns: &captf_testenv::TestNamespace, reason: &str) -> Vec<String> {
+    ns.api::<k8s_openapi::api::events::v1::Event>()
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
+}

@@ -1,0 +1,6 @@
+//! The harness's own tests, one binary: the control plane, the executor
+//! and the lifecycle of `captf-testenv` processes.
+
+mod control_plane;
+mod executor;
+mod lifecycle;
