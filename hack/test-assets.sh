@@ -277,6 +277,10 @@ install_oci_provider() {
   rm -rf "$oci_dir" && mv "$tmp" "$oci_dir"
 }
 
+# The builds are independent: they run side by side (go build keeps both
+# cores busy while another build downloads modules or links), each in a
+# subshell of its own, and the script fails if any of them failed.
+pids=()
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   kube_assets=$KUBEBUILDER_ASSETS
   for b in kube-apiserver etcd kube-controller-manager; do
@@ -285,7 +289,7 @@ if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
 else
   kube_assets=$k8s_dir
   for b in kube-apiserver kube-controller-manager etcd; do
-    [ -x "$k8s_dir/$b" ] || { build_kubernetes; break; }
+    [ -x "$k8s_dir/$b" ] || { build_kubernetes & pids+=($!); break; }
   done
 fi
 
@@ -294,18 +298,21 @@ if [ -n "${TOFU:-}" ]; then
   tofu=$TOFU
 else
   tofu=$tofu_dir/tofu
-  [ -x "$tofu" ] || build_tofu
+  [ -x "$tofu" ] || { build_tofu & pids+=($!); }
 fi
 
-capi_complete || build_capi
+capi_complete || { build_capi & pids+=($!); }
+[ -x "$kustomize_dir/kustomize" ] || { build_kustomize & pids+=($!); }
+[ -s "$cert_manager_dir/crd/cert-manager.io_certificates.yaml" ] || { fetch_cert_manager_crds & pids+=($!); }
+[ -x "$mdbook_dir/bin/mdbook" ] || { build_mdbook & pids+=($!); }
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+[ "$failed" = 0 ] || die "a build failed (its error is above)"
 # Caches built before the inventory CRD was an asset gain it without a rebuild.
 if [ ! -s "$capi_dir/crd/$INVENTORY_CRD" ]; then
   log "adding clusterctl's inventory CRD to the Cluster API assets"
   copy_inventory_crd "$(capi_module_dir "$CLUSTER_API_VERSION")" "$capi_dir/crd"
 fi
-[ -x "$kustomize_dir/kustomize" ] || build_kustomize
-[ -s "$cert_manager_dir/crd/cert-manager.io_certificates.yaml" ] || fetch_cert_manager_crds
-[ -x "$mdbook_dir/bin/mdbook" ] || build_mdbook
 
 [ "$(uname -m)" = x86_64 ] || die "the OCI provider build is for linux/amd64 only; this machine is $(uname -m)"
 for f in SHA256SUMS "$oci_zst"; do

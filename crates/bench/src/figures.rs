@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The requests a refresh Job needs of the manager over the two passes
-/// that start it and bookkeep it (see `crates/manager/tests/scale.rs`,
+/// that start it and bookkeep it (see `crates/manager/tests/integration/scale.rs`,
 /// where each of them is listed): 18 to start, 15 to bookkeep (the lock and
 /// cluster write-lease reads at the start, the backup of the refreshed
 /// serial at the bookkeeping).

@@ -25,6 +25,7 @@ pub mod capi;
 pub mod control_plane;
 pub mod crds;
 pub mod executor;
+pub mod gate;
 pub mod nodes;
 pub mod pki;
 pub mod process;
@@ -304,6 +305,13 @@ impl TestEnv {
         }
     }
 
+    /// Whether Cluster API's managers were started on this cluster. Tests
+    /// that play Cluster API's part by hand assert they were not: its
+    /// managers watch every namespace and would answer in their place.
+    pub fn cluster_api_started(&self) -> bool {
+        self.cluster_api.get().is_some()
+    }
+
     /// Like [`TestEnv::cluster_api`], but returns why Cluster API could not
     /// start instead of panicking (for the local demo).
     pub async fn try_cluster_api(&'static self) -> Result<ClusterApi, String> {
@@ -384,6 +392,7 @@ impl TestEnv {
             metadata,
             ..Default::default()
         };
+        let gate = gate::shared().await;
         let created = api
             .create(&PostParams::default(), &ns)
             .await
@@ -395,6 +404,7 @@ impl TestEnv {
                 .expect("apiserver names the namespace"),
             client,
             env: self,
+            _gate: gate,
         }
     }
 }
@@ -481,6 +491,9 @@ pub struct TestNamespace {
     name: String,
     client: kube::Client,
     env: &'static TestEnv,
+    /// The test's part of the binary's gate, given back once the namespace
+    /// and its identities are deleted.
+    _gate: gate::Shared,
 }
 
 impl TestNamespace {
@@ -521,12 +534,38 @@ impl Drop for TestNamespace {
                 .expect("a runtime for namespace cleanup");
             rt.block_on(async move {
                 if let Ok(client) = kube::Client::try_from(config) {
+                    delete_identities_of(&client, &name).await;
                     let api: Api<Namespace> = Api::all(client);
                     let _ = api.delete(&name, &DeleteParams::background()).await;
                 }
             });
         })
         .join();
+    }
+}
+
+/// Deletes the TerraformClusterIdentities whose source Secret lives in
+/// `namespace`: cluster-scoped, they would outlive the test's namespace,
+/// and every manager other tests run would go on reconciling them (their
+/// finalizers are dropped first; the test's manager is gone).
+async fn delete_identities_of(client: &kube::Client, namespace: &str) {
+    use captf_api::TerraformClusterIdentity;
+    use kube::api::{ListParams, Patch, PatchParams};
+    let api: Api<TerraformClusterIdentity> = Api::all(client.clone());
+    let Ok(list) = api.list(&ListParams::default()).await else {
+        return;
+    };
+    for identity in list.items {
+        let source = identity.spec.secret_ref.as_ref();
+        if source.is_none_or(|s| s.namespace != namespace) {
+            continue;
+        }
+        let name = identity.metadata.name.unwrap_or_default();
+        let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
+        let _ = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&unfinalized))
+            .await;
+        let _ = api.delete(&name, &DeleteParams::background()).await;
     }
 }
 

@@ -21,6 +21,10 @@ pub enum PkiError {
     },
 }
 
+/// The user the admin client certificate names (its CN): who every test's
+/// client is to the apiserver and to the provider's webhooks.
+pub const ADMIN_USER: &str = "admin";
+
 /// Paths of the PEM files written by [`Pki::write`].
 #[derive(Debug, Clone)]
 pub struct Pki {
@@ -76,7 +80,9 @@ impl Pki {
         // system:masters is bound to cluster-admin.
         let admin_key = KeyPair::generate()?;
         let mut admin = CertificateParams::new(Vec::<String>::new())?;
-        admin.distinguished_name.push(DnType::CommonName, "admin");
+        admin
+            .distinguished_name
+            .push(DnType::CommonName, ADMIN_USER);
         admin
             .distinguished_name
             .push(DnType::OrganizationName, "system:masters");

@@ -190,6 +190,8 @@ fn owner_uids(s: &Secret) -> Vec<String> {
 
 #[tokio::test]
 async fn allowed_by_list_mirrors_and_reports_status() {
+    // Alone: its cluster-scoped identities are reconciled by every running manager.
+    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -270,6 +272,8 @@ async fn allowed_by_list_mirrors_and_reports_status() {
 
 #[tokio::test]
 async fn allowed_by_namespace_selector() {
+    // Alone: its cluster-scoped identities are reconciled by every running manager.
+    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -313,6 +317,8 @@ async fn allowed_by_namespace_selector() {
 
 #[tokio::test]
 async fn not_allowed_then_allowed_then_rotated_then_revoked() {
+    // Alone: its cluster-scoped identities are reconciled by every running manager.
+    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -388,6 +394,8 @@ async fn not_allowed_then_allowed_then_rotated_then_revoked() {
 
 #[tokio::test]
 async fn shared_mirror_is_released_user_by_user() {
+    // Alone: its cluster-scoped identities are reconciled by every running manager.
+    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -438,6 +446,8 @@ async fn shared_mirror_is_released_user_by_user() {
 
 #[tokio::test]
 async fn switching_identity_releases_the_old_mirror() {
+    // Alone: its cluster-scoped identities are reconciled by every running manager.
+    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -483,6 +493,8 @@ async fn switching_identity_releases_the_old_mirror() {
 
 #[tokio::test]
 async fn missing_required_keys_block_without_leaking_values() {
+    // Alone: its cluster-scoped identities are reconciled by every running manager.
+    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -566,6 +578,8 @@ async fn missing_required_keys_block_without_leaking_values() {
 
 #[tokio::test]
 async fn missing_identity_secret_and_foreign_mirror_name() {
+    // Alone: its cluster-scoped identities are reconciled by every running manager.
+    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -653,6 +667,8 @@ async fn missing_identity_secret_and_foreign_mirror_name() {
 
 #[tokio::test]
 async fn local_secret_is_used_directly() {
+    // Alone: its cluster-scoped identities are reconciled by every running manager.
+    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();

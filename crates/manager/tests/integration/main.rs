@@ -1,7 +1,8 @@
 //! The manager's integration tests, one binary: one control plane (and, when
 //! a test asks, one set of Cluster API managers) shared by every test, each
-//! in a namespace of its own. `quiet_logs` is its own binary (it installs
-//! the process's log subscriber).
+//! in a namespace of its own. Two binaries apart: `by_hand` (tests that
+//! play Cluster API's part, where its managers must not run) and
+//! `quiet_logs` (it installs the process's log subscriber).
 
 mod apply_step_failed;
 mod backups_e2e;
@@ -28,12 +29,10 @@ mod metrics_io;
 mod move_e2e;
 mod pause_handshake;
 mod pool_e2e;
-mod pool_orphaned;
 mod pull_fallback;
 mod racing_start;
 mod records_io;
 mod reference_upgrade;
-mod runner_identity;
 mod runner_image;
 mod runner_killed;
 mod scale;

@@ -67,12 +67,11 @@ async fn every_series_a_bring_up_a_failure_a_drift_and_a_deletion_should_leave()
     wait_for_condition(&ns, "watched", "DriftDetected", ("False", "NoDrift")).await;
     wait_for_condition(&ns, "broken", "ApplyJobSucceeded", ("False", "ApplyFailed")).await;
 
-    let text = manager.metrics.encode();
     let ns_name = ns.name();
     let watched = format!(r#"kind="TerraformCluster",namespace="{ns_name}",name="watched""#);
     let kind_apply = r#"kind="TerraformCluster",op="apply""#;
     // Outcomes, steps and what the applies did.
-    for (series, at_least) in [
+    let expected = [
         (format!("captf_jobs_total{{{kind_apply},result=\"succeeded\"}}"), 1.0),
         (format!("captf_jobs_total{{{kind_apply},result=\"failed\"}}"), 1.0),
         (format!("captf_job_duration_seconds_count{{{kind_apply},result=\"succeeded\"}}"), 1.0),
@@ -93,9 +92,23 @@ async fn every_series_a_bring_up_a_failure_a_drift_and_a_deletion_should_leave()
         (r#"controller_runtime_reconcile_time_seconds_count{controller="terraformcluster"}"#.to_owned(), 1.0),
         (r#"controller_runtime_max_concurrent_reconciles{controller="terraformcluster"}"#.to_owned(), 10.0),
         (r#"workqueue_adds_total{name="terraformcluster",controller="terraformcluster"}"#.to_owned(), 1.0),
-    ] {
+    ];
+    // The gauges are set as a pass ends, after its status write: the scrape
+    // may trail the conditions by a moment.
+    let text = eventually("the scrape to show the bring-up", 30, || async {
+        let text = manager.metrics.encode();
+        expected
+            .iter()
+            .all(|(series, at_least)| sample(&text, series).is_some_and(|v| v >= *at_least))
+            .then_some(text)
+    })
+    .await;
+    for (series, at_least) in expected {
         let v = sample(&text, &series).unwrap_or_else(|| panic!("no {series}:\n{text}"));
-        assert!(v >= at_least, "{series} = {v}, want at least {at_least}\n{text}");
+        assert!(
+            v >= at_least,
+            "{series} = {v}, want at least {at_least}\n{text}"
+        );
     }
     // The first apply succeeded at once; the failed apply's Job is no
     // success, so it is not an attempt.
@@ -136,7 +149,14 @@ async fn every_series_a_bring_up_a_failure_a_drift_and_a_deletion_should_leave()
     // A drift finding.
     tamper_with_state(&ns, "watched").await;
     wait_for_condition(&ns, "watched", "DriftDetected", ("True", "DriftReported")).await;
-    let text = manager.metrics.encode();
+    // The gauges are set as the pass ends, after its status write: the
+    // scrape may trail the condition by a moment.
+    let drift_gauge = format!("captf_drift_detected{{{watched}}}");
+    let text = eventually("the scrape to show the drift", 30, || async {
+        let text = manager.metrics.encode();
+        (sample(&text, &drift_gauge) == Some(1.0)).then_some(text)
+    })
+    .await;
     assert_eq!(
         sample(&text, &format!("captf_drift_detected{{{watched}}}")),
         Some(1.0),

@@ -43,8 +43,13 @@ async fn a_pause_that_lands_after_block_move_stops_the_start() {
     let tcs = ns.api::<TerraformCluster>();
     let jobs = ns.api::<Job>();
     create_cluster(&ns, "prod", &module_ref("cluster", ns.name())).await;
-    eventually("prod Ready", 240, || async {
-        tcs.get("prod").await.ok().filter(ready).map(drop)
+    // Ready and done with its apply: the apply's bookkeeping drops
+    // block-move after its status write, and that drop must not be taken
+    // for the next apply's block-move below.
+    eventually("prod Ready with its apply bookkept", 240, || async {
+        let tc = tcs.get("prod").await.ok().filter(ready)?;
+        let idle = tc.status.as_ref()?.workspace.active_job.is_none();
+        (idle && !tc.annotations().contains_key(BLOCK_MOVE)).then_some(())
     })
     .await;
     let before = applies(&jobs.list(&ListParams::default()).await.unwrap().items);

@@ -65,6 +65,11 @@ pub async fn bring_up_driven(
     driver: Driver,
 ) {
     let by_hand = driver == Driver::ByHand;
+    assert!(
+        !(by_hand && TestEnv::get().await.cluster_api_started()),
+        "a test that plays Cluster API by hand must run where its managers never start \
+         (the by_hand test binary)"
+    );
     // What Cluster API sets and the test sets only when it plays Cluster API.
     let labels = if by_hand {
         json!({"cluster.x-k8s.io/cluster-name": "prod"})

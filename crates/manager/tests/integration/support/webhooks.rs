@@ -50,7 +50,7 @@ fn start(env: &'static TestEnv) -> Result<(), String> {
                     // The controllers of the test binaries write as the
                     // harness's admin: the manager's identity here, so its
                     // set-once write of spec.providerID is let through.
-                    manager_username: Some("admin".to_owned()),
+                    manager_username: Some(captf_testenv::pki::ADMIN_USER.to_owned()),
                     client: Some(client.clone()),
                 };
                 let server = tokio::spawn(webhook::serve(listener, config, std::future::pending()));
