@@ -392,7 +392,6 @@ impl TestEnv {
             metadata,
             ..Default::default()
         };
-        let gate = gate::shared().await;
         let created = api
             .create(&PostParams::default(), &ns)
             .await
@@ -404,7 +403,6 @@ impl TestEnv {
                 .expect("apiserver names the namespace"),
             client,
             env: self,
-            _gate: gate,
         }
     }
 }
@@ -491,9 +489,6 @@ pub struct TestNamespace {
     name: String,
     client: kube::Client,
     env: &'static TestEnv,
-    /// The test's part of the binary's gate, given back once the namespace
-    /// and its identities are deleted.
-    _gate: gate::Shared,
 }
 
 impl TestNamespace {
@@ -546,26 +541,44 @@ impl Drop for TestNamespace {
 
 /// Deletes the TerraformClusterIdentities whose source Secret lives in
 /// `namespace`: cluster-scoped, they would outlive the test's namespace,
-/// and every manager other tests run would go on reconciling them (their
-/// finalizers are dropped first; the test's manager is gone).
+/// and every manager the binary's other tests run would go on reconciling
+/// them. Read untyped, so that no identity of another shape stops the
+/// cleanup; finalizers are dropped (the test's managers are stopping) until
+/// none of them is left.
 async fn delete_identities_of(client: &kube::Client, namespace: &str) {
-    use captf_api::TerraformClusterIdentity;
-    use kube::api::{ListParams, Patch, PatchParams};
-    let api: Api<TerraformClusterIdentity> = Api::all(client.clone());
-    let Ok(list) = api.list(&ListParams::default()).await else {
-        return;
-    };
-    for identity in list.items {
-        let source = identity.spec.secret_ref.as_ref();
-        if source.is_none_or(|s| s.namespace != namespace) {
-            continue;
+    use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+    let resource = ApiResource::erase::<captf_api::TerraformClusterIdentity>(&());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
+    for _ in 0..30 {
+        let Ok(list) = api.list(&ListParams::default()).await else {
+            return;
+        };
+        let mine: Vec<DynamicObject> = list
+            .items
+            .into_iter()
+            .filter(|i| i.data["spec"]["secretRef"]["namespace"] == namespace)
+            .collect();
+        if mine.is_empty() {
+            return;
         }
-        let name = identity.metadata.name.unwrap_or_default();
-        let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
-        let _ = api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&unfinalized))
-            .await;
-        let _ = api.delete(&name, &DeleteParams::background()).await;
+        for identity in mine {
+            let name = identity.metadata.name.clone().unwrap_or_default();
+            if identity
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| !f.is_empty())
+            {
+                let _ = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&unfinalized))
+                    .await;
+            }
+            if identity.metadata.deletion_timestamp.is_none() {
+                let _ = api.delete(&name, &DeleteParams::background()).await;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
 }
 

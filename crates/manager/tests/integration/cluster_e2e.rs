@@ -573,8 +573,8 @@ async fn a_paused_cluster_starts_nothing_until_unpaused() {
 
 #[tokio::test]
 async fn an_identity_holds_the_cluster_until_it_allows_the_namespace() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
+    // Its cluster-scoped identities reach every running manager.
+    let _identities = captf_testenv::gate::creating_identities().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();

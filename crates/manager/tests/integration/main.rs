@@ -1,8 +1,9 @@
 //! The manager's integration tests, one binary: one control plane (and, when
 //! a test asks, one set of Cluster API managers) shared by every test, each
-//! in a namespace of its own. Two binaries apart: `by_hand` (tests that
-//! play Cluster API's part, where its managers must not run) and
-//! `quiet_logs` (it installs the process's log subscriber).
+//! in a namespace of its own. Three binaries apart: `by_hand` (tests that
+//! play Cluster API's part, where its managers must not run), `identities`
+//! (tests of the identity code, where no manager may run) and `quiet_logs`
+//! (it installs the process's log subscriber).
 
 mod apply_step_failed;
 mod backups_e2e;
@@ -14,7 +15,6 @@ mod decoders;
 mod delete_midway;
 mod finalizer_io;
 mod first_apply_killed;
-mod identity_io;
 mod job_args;
 mod job_e2e;
 mod job_slots;

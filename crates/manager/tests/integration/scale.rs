@@ -95,6 +95,9 @@ const BOOKKEEPING_REQUESTS: usize = 15;
 
 #[tokio::test]
 async fn one_event_wakes_one_pool_and_a_converged_minute_costs_what_its_jobs_need() {
+    // Its manager counts every request it sends, and every manager
+    // reconciles every identity: none may be created meanwhile.
+    let _no_identities = captf_testenv::gate::no_identities_created().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();

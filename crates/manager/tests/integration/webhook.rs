@@ -314,8 +314,8 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_checks_and_the_access_review_read_the_api() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
+    // Its cluster-scoped identities reach every running manager.
+    let _identities = captf_testenv::gate::creating_identities().await;
     let env = captf_testenv::TestEnv::get().await;
     let ns = env.namespace().await;
     let n = ns.name().to_string();

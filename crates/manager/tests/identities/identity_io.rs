@@ -190,8 +190,6 @@ fn owner_uids(s: &Secret) -> Vec<String> {
 
 #[tokio::test]
 async fn allowed_by_list_mirrors_and_reports_status() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -272,8 +270,6 @@ async fn allowed_by_list_mirrors_and_reports_status() {
 
 #[tokio::test]
 async fn allowed_by_namespace_selector() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -317,8 +313,6 @@ async fn allowed_by_namespace_selector() {
 
 #[tokio::test]
 async fn not_allowed_then_allowed_then_rotated_then_revoked() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -394,8 +388,6 @@ async fn not_allowed_then_allowed_then_rotated_then_revoked() {
 
 #[tokio::test]
 async fn shared_mirror_is_released_user_by_user() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -446,8 +438,6 @@ async fn shared_mirror_is_released_user_by_user() {
 
 #[tokio::test]
 async fn switching_identity_releases_the_old_mirror() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -493,8 +483,6 @@ async fn switching_identity_releases_the_old_mirror() {
 
 #[tokio::test]
 async fn missing_required_keys_block_without_leaking_values() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -578,8 +566,6 @@ async fn missing_required_keys_block_without_leaking_values() {
 
 #[tokio::test]
 async fn missing_identity_secret_and_foreign_mirror_name() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
@@ -667,8 +653,6 @@ async fn missing_identity_secret_and_foreign_mirror_name() {
 
 #[tokio::test]
 async fn local_secret_is_used_directly() {
-    // Alone: its cluster-scoped identities are reconciled by every running manager.
-    let _alone = captf_testenv::gate::alone().await;
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let client = ns.client();
