@@ -27,9 +27,9 @@ cargo test --workspace --locked --no-run --message-format=json 2>/dev/null |
 
 export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$PWD/hack/timed-test.sh
 
-# Eight tests at a time in group 1: the manager's tests wait on Jobs and
+# Four tests at a time in group 1: the manager's tests wait on Jobs and
 # intervals far more than they compute.
-cargo test --workspace --locked --test integration -- --test-threads=8 >"$logs/1.log" 2>&1 &
+cargo test --workspace --locked --test integration -- --test-threads=4 >"$logs/1.log" 2>&1 &
 one=$!
 cargo test --workspace --locked --lib --bins --test demo --test by_hand --test identities \
   --test quiet_logs --test manager_image >"$logs/2.log" 2>&1 &

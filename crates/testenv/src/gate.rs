@@ -16,9 +16,11 @@ pub type Shared = OwnedRwLockReadGuard<()>;
 /// A lock held by one test alone.
 pub type Exclusive = OwnedRwLockWriteGuard<()>;
 
+/// The binary's locks, by name.
+type Locks = HashMap<&'static str, Arc<RwLock<()>>>;
+
 fn lock(name: &'static str) -> Arc<RwLock<()>> {
-    static LOCKS: LazyLock<Mutex<HashMap<&'static str, Arc<RwLock<()>>>>> =
-        LazyLock::new(Mutex::default);
+    static LOCKS: LazyLock<Mutex<Locks>> = LazyLock::new(Mutex::default);
     LOCKS.lock().unwrap().entry(name).or_default().clone()
 }
 

@@ -140,12 +140,23 @@ async fn a_finished_job_whose_status_patch_failed_is_counted_once() {
     create_cluster(&ns, "three").await;
     let tc = ready(&ns, "three", 240).await;
     assert_eq!(faults.failed.lock().unwrap()[0], 1, "the fault fired");
-    let jobs = ns
-        .api::<Job>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    // Bookkeeping marks the Job after its status write: wait for the mark.
+    let jobs = eventually("the Job marked bookkept", 60, || async {
+        let jobs = ns
+            .api::<Job>()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items;
+        let marked = jobs.iter().any(|j| {
+            j.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("captf.io/bookkept"))
+        });
+        marked.then_some(jobs)
+    })
+    .await;
     assert_eq!(jobs.len(), 1);
     let job = &jobs[0];
     let name = job.metadata.name.clone().unwrap();
@@ -164,19 +175,24 @@ async fn a_finished_job_whose_status_patch_failed_is_counted_once() {
         .await
         .unwrap();
     assert_eq!(applied.metadata.annotations.unwrap()["captf.io/job"], name);
-    // Announced once: events go out only after the status patch landed.
-    let announced: i32 = ns
-        .api::<k8s_openapi::api::events::v1::Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some("JobSucceeded")
-                && e.note.as_deref().is_some_and(|n| n.contains(&name))
-        })
-        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
-        .sum();
+    // Announced once: events go out only after the status patch landed
+    // (and may trail it by a moment).
+    let announced: i32 = eventually("JobSucceeded published", 60, || async {
+        let n: i32 = ns
+            .api::<k8s_openapi::api::events::v1::Event>()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some("JobSucceeded")
+                    && e.note.as_deref().is_some_and(|n| n.contains(&name))
+            })
+            .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+            .sum();
+        (n > 0).then_some(n)
+    })
+    .await;
     assert_eq!(announced, 1, "JobSucceeded for {name} is published once");
 }

@@ -32,6 +32,34 @@ fn applies(jobs: &[Job]) -> Vec<String> {
         .collect()
 }
 
+/// A hook on the manager's next metadata write of prod that pauses prod
+/// once that write set block-move. A write without it (under load, Cluster
+/// API's owner reference can land after Ready, and the manager answers it)
+/// arms the hook again: the manager waits for the hook before its next
+/// request, so none slips by.
+fn pause_after_block_move(
+    faults: Faults,
+    tcs: kube::Api<TerraformCluster>,
+    seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Hook {
+    Hook {
+        method: Method::PATCH,
+        path_end: "/terraformclusters/prod".into(),
+        action: Box::pin(async move {
+            let written = tcs.get("prod").await.unwrap();
+            if !written.annotations().contains_key(BLOCK_MOVE) {
+                faults.arm(pause_after_block_move(faults.clone(), tcs, seen));
+                return;
+            }
+            seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            let pause = json!({"metadata": {"annotations": {PAUSED: "true"}}});
+            tcs.patch("prod", &PatchParams::default(), &Patch::Merge(&pause))
+                .await
+                .unwrap();
+        }),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_that_lands_after_block_move_stops_the_start() {
     let env = TestEnv::get().await;
@@ -54,27 +82,14 @@ async fn a_pause_that_lands_after_block_move_stops_the_start() {
     .await;
     let before = applies(&jobs.list(&ListParams::default()).await.unwrap().items);
 
-    // The next write of prod's metadata by the manager is the block-move
-    // of the apply the change below brings; the pause lands right after.
-    let pauser = tcs.clone();
+    // The manager's block-move write of the apply the change below brings;
+    // the pause lands right after it.
     let after_block_move = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let seen = after_block_move.clone();
-    faults.arm(Hook {
-        method: Method::PATCH,
-        path_end: "/terraformclusters/prod".into(),
-        action: Box::pin(async move {
-            let written = pauser.get("prod").await.unwrap();
-            seen.store(
-                written.annotations().contains_key(BLOCK_MOVE),
-                std::sync::atomic::Ordering::SeqCst,
-            );
-            let pause = json!({"metadata": {"annotations": {PAUSED: "true"}}});
-            pauser
-                .patch("prod", &PatchParams::default(), &Patch::Merge(&pause))
-                .await
-                .unwrap();
-        }),
-    });
+    faults.arm(pause_after_block_move(
+        faults.clone(),
+        tcs.clone(),
+        after_block_move.clone(),
+    ));
     tcs.patch(
         "prod",
         &PatchParams::default(),
