@@ -24,4 +24,4 @@ awk 'FNR == NR { crate[$1] = $2; next }
        label = (file in crate) ? crate[file] "/" bin : bin
      }
      /^test .* \.\.\. [a-zA-Z]+ <[0-9.]+s>$/ { t = $NF; gsub(/[<>s]/, "", t); printf "%9.2f  %s  %s\n", t, label, $2 }' "$map" "$log" |
-  sort -rn | head -20
+  sort -rn | awk 'NR <= 20' # reads all: head would break the pipe under pipefail
