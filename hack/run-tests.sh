@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, exactly the tests of `cargo test
-# --workspace`, as .ci/run wants them: two groups of test binaries side by
-# side (a binary waits on its control plane and Jobs much of the time, so
-# the two cores serve both), the doc tests at the end of the second. Each test is timed by
+# --workspace`, as .ci/run wants them: two groups of test binaries (meant
+# to run side by side; one after the other for now, see below), the doc
+# tests at the end of the second. Each test is timed by
 # libtest (hack/timed-test.sh). Fails when a test fails or when fewer tests
 # ran than the workspace lists, and ends with the count and the slowest.
 #
@@ -31,16 +31,19 @@ export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$PWD/hack/timed-test.sh
 # intervals far more than they compute.
 cargo test --workspace --locked --test integration -- --test-threads=4 >"$logs/1.log" 2>&1 &
 one=$!
-# The doc tests close group 2, which ends well before group 1: `--doc`
-# builds the libraries once more (it resolves on its own), out of the way.
+# For now group 2 starts when group 1 ends: side by side, the cores ran
+# saturated and the install-mode demo and a handshake test failed on timing
+# (docs/decisions.md). The groups stay apart so they can overlap again.
+wait "$one" || failed1=1
+# The doc tests close group 2: `--doc` builds the libraries once more (it
+# resolves on its own).
 (
   cargo test --workspace --locked --lib --bins --test demo --test by_hand --test identities \
     --test quiet_logs --test manager_image &&
     cargo test --workspace --locked --doc
 ) >"$logs/2.log" 2>&1 &
 two=$!
-failed=0
-wait "$one" || failed=1
+failed=${failed1:-0}
 wait "$two" || failed=1
 for g in 1 2; do
   printf '\n==> test group %s\n' "$g"

@@ -97,8 +97,11 @@ async fn a_pause_that_lands_after_block_move_stops_the_start() {
     )
     .await
     .unwrap();
+    // The flag, not the hook's slot: the slot is empty while a hook that
+    // saw another write runs and arms itself again.
     eventually("the pause to land after block-move", 120, || async {
-        faults.hook_ran().then_some(())
+        (faults.hook_ran() && after_block_move.load(std::sync::atomic::Ordering::SeqCst))
+            .then_some(())
     })
     .await;
     assert!(
