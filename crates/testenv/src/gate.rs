@@ -45,30 +45,25 @@ pub async fn no_identities_created() -> Exclusive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use futures::FutureExt;
 
+    /// What `scale` relies on: it waits for the tests creating identities
+    /// to end, and while it waits or runs, no new one starts. Polled by
+    /// hand, so no timing decides the outcome.
     #[tokio::test]
-    async fn the_exclusive_side_waits_for_the_shared_one_and_holds_it_back() {
-        let name = "a lock of this test";
-        let first = lock(name).read_owned().await;
-        let second = lock(name).read_owned().await;
-        let counting = tokio::spawn(async move {
-            let held = lock(name).write_owned().await;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            drop(held);
-        });
-        tokio::task::yield_now().await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        // While the exclusive side waits, a new shared one waits too.
-        let late = tokio::spawn(async move { lock(name).read_owned().await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!counting.is_finished() && !late.is_finished());
-        drop((first, second));
-        counting.await.unwrap();
-        let late = tokio::time::timeout(Duration::from_secs(5), late).await;
-        assert!(
-            late.is_ok_and(|r| r.is_ok()),
-            "the late reader got the lock"
-        );
+    async fn the_counting_test_waits_for_identity_creators_and_holds_new_ones_back() {
+        let first = creating_identities().await;
+        let second = creating_identities().await;
+        let mut counting = Box::pin(no_identities_created());
+        assert!((&mut counting).now_or_never().is_none(), "waits for both");
+        let mut late = Box::pin(creating_identities());
+        assert!((&mut late).now_or_never().is_none(), "queued behind it");
+        drop(first);
+        assert!((&mut counting).now_or_never().is_none(), "one still runs");
+        drop(second);
+        let held = (&mut counting).now_or_never().expect("no creator left");
+        assert!((&mut late).now_or_never().is_none(), "held back meanwhile");
+        drop(held);
+        assert!(late.now_or_never().is_some(), "starts once it is done");
     }
 }

@@ -51,11 +51,11 @@ fn pause_after_block_move(
                 faults.arm(pause_after_block_move(faults.clone(), tcs, seen));
                 return;
             }
-            seen.store(true, std::sync::atomic::Ordering::SeqCst);
             let pause = json!({"metadata": {"annotations": {PAUSED: "true"}}});
             tcs.patch("prod", &PatchParams::default(), &Patch::Merge(&pause))
                 .await
                 .unwrap();
+            seen.store(true, std::sync::atomic::Ordering::SeqCst);
         }),
     }
 }
@@ -97,17 +97,15 @@ async fn a_pause_that_lands_after_block_move_stops_the_start() {
     )
     .await
     .unwrap();
-    // The flag, not the hook's slot: the slot is empty while a hook that
-    // saw another write runs and arms itself again.
-    eventually("the pause to land after block-move", 120, || async {
-        (faults.hook_ran() && after_block_move.load(std::sync::atomic::Ordering::SeqCst))
+    // The flag, not the hook's slot (empty while a hook that saw another
+    // write runs and arms itself again): set once the pause landed right
+    // after the block-move write.
+    eventually("the pause to land right after block-move", 120, || async {
+        after_block_move
+            .load(std::sync::atomic::Ordering::SeqCst)
             .then_some(())
     })
     .await;
-    assert!(
-        after_block_move.load(std::sync::atomic::Ordering::SeqCst),
-        "the pause landed right after the block-move write"
-    );
     eventually("block-move cleared while paused", 60, || async {
         let tc = tcs.get("prod").await.ok()?;
         let paused = tc

@@ -72,11 +72,6 @@ impl Faults {
         *self.hook.lock().unwrap() = Some(hook);
     }
 
-    /// Whether the armed hook has run.
-    pub fn hook_ran(&self) -> bool {
-        self.hook.lock().unwrap().is_none()
-    }
-
     /// The armed hook's action when `req` is its request (it runs once).
     fn take_hook(&self, method: &Method, path: &str) -> Option<BoxFuture<'static, ()>> {
         let mut slot = self.hook.lock().unwrap();
