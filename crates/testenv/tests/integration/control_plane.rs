@@ -299,3 +299,49 @@ async fn control_plane_logs_are_available_for_failing_tests() {
     let apiserver = logs.split("----- kube-apiserver").nth(1).unwrap();
     assert!(apiserver.lines().count() > 1, "{apiserver}");
 }
+
+/// Cluster-scoped identities go with the namespace their source Secret
+/// lives in (finalizer and all), and no other identity does: every manager
+/// of a binary would go on reconciling them.
+#[tokio::test]
+async fn a_namespace_takes_the_identities_of_its_secrets_with_it() {
+    use captf_api::TerraformClusterIdentity;
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let name = ns.name().to_owned();
+    let identities: Api<TerraformClusterIdentity> = Api::all(env.client());
+    let identity = |id: &str, source_ns: &str| -> TerraformClusterIdentity {
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "kind": "TerraformClusterIdentity",
+            "metadata": {"name": id, "finalizers": ["captf.io/test"]},
+            "spec": {"secretRef": {"name": "creds", "namespace": source_ns}},
+        }))
+        .unwrap()
+    };
+    let (mine, other) = (format!("{name}-mine"), format!("{name}-other"));
+    for (id, source_ns) in [(&mine, name.as_str()), (&other, "somewhere-else")] {
+        identities
+            .create(&PostParams::default(), &identity(id, source_ns))
+            .await
+            .unwrap();
+    }
+    // The guard's drop deletes, and waits for, the identities of its Secrets.
+    drop(ns);
+    assert!(identities.get_opt(&mine).await.unwrap().is_none());
+    let kept = identities.get_opt(&other).await.unwrap();
+    assert!(kept.is_some(), "an identity of another namespace stays");
+    let unfinalized = json!({"metadata": {"finalizers": null}});
+    identities
+        .patch(
+            &other,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&unfinalized),
+        )
+        .await
+        .unwrap();
+    identities
+        .delete(&other, &DeleteParams::default())
+        .await
+        .unwrap();
+}
