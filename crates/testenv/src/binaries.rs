@@ -62,6 +62,12 @@ fn cargo(args: &[&str], rustflags: Option<&str>) -> Result<(), String> {
         .env("CARGO_TARGET_DIR", target_dir())
         .env_remove("RUSTC_BOOTSTRAP")
         .current_dir(workspace());
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .collect();
+    for name in set_for_a_test_process(names.iter().map(String::as_str)) {
+        cmd.env_remove(name);
+    }
     if let Some(flags) = rustflags {
         cmd.env("RUSTFLAGS", flags);
     }
@@ -70,6 +76,30 @@ fn cargo(args: &[&str], rustflags: Option<&str>) -> Result<(), String> {
         Ok(s) => Err(format!("`cargo {}` failed: {s}", args.join(" "))),
         Err(e) => Err(format!("running {cargo}: {e}")),
     }
+}
+
+/// The names among `names` that cargo sets for a test process it runs (the
+/// package's manifest folder, name and version, `OUT_DIR`, ...). A cargo
+/// started from a test inherits them, and build scripts that watch them
+/// (`ring` watches `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME`) would then see
+/// them changed: the dependencies would compile again, once per test binary
+/// and once more when the next `cargo test` restores them.
+fn set_for_a_test_process<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    const EXACT: &[&str] = &[
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    const PREFIXES: &[&str] = &["CARGO_PKG_", "CARGO_BIN_EXE_"];
+    names
+        .filter(|n| EXACT.contains(n) || PREFIXES.iter().any(|p| n.starts_with(p)))
+        .collect()
 }
 
 /// The debug build of `bin` (`runner`, `manager` or `captf-demo`). Panics
@@ -109,6 +139,29 @@ pub fn is_static(bin: &std::path::Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_helper_build_drops_what_cargo_set_for_the_test_and_keeps_the_rest() {
+        let cases: &[(&str, bool)] = &[
+            ("CARGO_MANIFEST_DIR", true),
+            ("CARGO_PKG_NAME", true),
+            ("CARGO_PKG_VERSION_MAJOR", true),
+            ("CARGO_BIN_EXE_runner", true),
+            ("CARGO_CRATE_NAME", true),
+            ("OUT_DIR", true),
+            ("CARGO_TARGET_TMPDIR", true),
+            // The run's own settings reach the helper build unchanged.
+            ("CARGO_HOME", false),
+            ("CARGO_INCREMENTAL", false),
+            ("CARGO_TARGET_DIR", false),
+            ("KUBEBUILDER_ASSETS", false),
+            ("PATH", false),
+        ];
+        for (name, dropped) in cases {
+            let got = !set_for_a_test_process([*name].into_iter()).is_empty();
+            assert_eq!(got, *dropped, "{name}");
+        }
+    }
 
     /// `.ci/run` builds the helpers before the tests with the very
     /// invocations the harness makes; if they drifted apart, every test
