@@ -14,6 +14,10 @@ use serde_json::{Value, json};
 pub struct Call {
     pub method: String,
     pub path: String,
+    /// The query string, undecoded ("" when none).
+    pub query: String,
+    /// The request's content type ("" when none): the patch type.
+    pub content_type: String,
     pub body: Value,
 }
 
@@ -65,9 +69,16 @@ impl MockApi {
             async move {
                 let (parts, body) = req.into_parts();
                 let bytes = body.collect().await?.to_bytes();
+                let content_type = parts
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
                 let call = Call {
                     method: parts.method.to_string(),
                     path: parts.uri.path().to_owned(),
+                    query: parts.uri.query().unwrap_or_default().to_owned(),
+                    content_type: content_type.to_owned(),
                     body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
                 };
                 let (code, answer) = (mock.respond)(&call);

@@ -14,6 +14,8 @@ pub mod effects;
 pub mod ending;
 pub mod ensured;
 pub mod exports;
+#[cfg(test)]
+pub mod fake_apiserver;
 pub mod identities;
 pub mod inputs_applied;
 mod job_report;
@@ -39,6 +41,8 @@ mod shared_sources;
 pub mod slots;
 pub mod status;
 pub mod watches;
+#[cfg(test)]
+mod whole_pass_tests;
 pub mod workload;
 
 use std::time::Duration;
