@@ -28,8 +28,11 @@ pub const PODS: &str = "/api/v1/pods";
 pub const JOBS: &str = "/apis/batch/v1/jobs";
 pub const CLUSTERS: &str = "/apis/cluster.x-k8s.io/v1beta2/clusters";
 pub const MACHINE_POOLS: &str = "/apis/cluster.x-k8s.io/v1beta2/machinepools";
+pub const MACHINES: &str = "/apis/cluster.x-k8s.io/v1beta2/machines";
 pub const TERRAFORM_CLUSTERS: &str =
     "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformclusters";
+pub const TERRAFORM_MACHINES: &str =
+    "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformmachines";
 pub const TERRAFORM_MACHINE_POOLS: &str =
     "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformmachinepools";
 
@@ -93,6 +96,7 @@ pub struct World {
     pub mock: MockApi,
     pub ctx: Arc<Context>,
     pool_caches: Caches,
+    machine_caches: Caches,
 }
 
 fn relist<K>(writer: &mut Writer<K>, objects: Vec<K>)
@@ -141,12 +145,15 @@ impl World {
             Config::new("registry.example/captf-manager:dev"),
         );
         let pool_caches = Caches::new(MACHINE_POOLS, capi::machine_pool_resource());
+        let machine_caches = Caches::new(MACHINES, capi::machine_resource());
         assert!(ctx.pool_stores.set(pool_caches.stores()).is_ok());
+        assert!(ctx.machine_stores.set(machine_caches.stores()).is_ok());
         World {
             fake,
             mock,
             ctx: Arc::new(ctx),
             pool_caches,
+            machine_caches,
         }
     }
 
@@ -162,6 +169,10 @@ impl World {
     pub fn forget_settled(&self, path: &str, name: &str) {
         let obj = self.fake.get(path, NS, name).expect("the object");
         match obj["kind"].as_str() {
+            Some("TerraformMachine") => {
+                let obj: captf_api::TerraformMachine = serde_json::from_value(obj).unwrap();
+                crate::reconcile::quiet::unsettle(&self.ctx, &obj);
+            }
             Some("TerraformMachinePool") => {
                 let obj: captf_api::TerraformMachinePool = serde_json::from_value(obj).unwrap();
                 crate::reconcile::quiet::unsettle(&self.ctx, &obj);
@@ -230,6 +241,17 @@ impl World {
             TERRAFORM_MACHINE_POOLS,
             name,
             crate::reconcile::pool::reconcile,
+        )
+        .await
+    }
+
+    /// One pass of the machine `name`, its caches relisted first.
+    pub async fn machine_pass(&mut self, name: &str) -> Vec<String> {
+        self.machine_caches.refill(&self.fake);
+        self.run(
+            TERRAFORM_MACHINES,
+            name,
+            crate::reconcile::machine::reconcile,
         )
         .await
     }
@@ -361,4 +383,47 @@ pub fn seed_identity_and_cluster(fake: &FakeApiserver) -> Value {
             "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
                 "kind": "TerraformCluster", "name": "prod"}}}),
     )
+}
+
+/// A provisioned cluster for machines and pools: the identity and the
+/// Cluster (its infrastructure provisioned), the TerraformCluster with its
+/// saved state and exports, and a bootstrap data Secret `bootstrap`.
+pub fn seed_provisioned_cluster(world: &World) {
+    let fake = &world.fake;
+    let cluster = seed_identity_and_cluster(fake);
+    fake.update(CLUSTERS, NS, "prod", |c| {
+        c["status"] = json!({"initialization": {"infrastructureProvisioned": true}});
+    });
+    let labels = json!({labels::CLUSTER_NAME: "prod"});
+    fake.insert(
+        SECRETS,
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "bootstrap", "namespace": NS, "labels": labels},
+            "data": {"value": "I2Nsb3VkLWNvbmZpZwo=", "format": "Y2xvdWQtY29uZmln"}}),
+    );
+    fake.insert(
+        TERRAFORM_CLUSTERS,
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
+            "metadata": {"name": "prod", "namespace": NS, "labels": labels,
+                "ownerReferences": owned_by("Cluster", &cluster)},
+            "spec": {"source": {"image": "registry.example/cluster:v1"},
+                "identityRef": {"kind": "Secret", "name": "creds"}},
+            "status": {"initialization": {"provisioned": true}}}),
+    );
+    world.save_state(
+        WorkloadKind::Cluster,
+        "prod",
+        3,
+        json!({"exports": {"backend_id": "b-1"},
+            "control_plane_endpoint": {"host": "prod.invalid", "port": 6443},
+            "failure_domains": [{"name": "fd1", "control_plane": true}],
+            "health": {"state": "running", "healthy": true}}),
+        Some("h2:cluster"),
+    );
+}
+
+/// An owner reference to Cluster API's `owner` of `kind`.
+pub fn owned_by(kind: &str, owner: &Value) -> Value {
+    json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind,
+        "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}])
 }

@@ -6,4 +6,5 @@
 
 mod cluster;
 mod harness;
+mod machine;
 mod pool;

@@ -10,42 +10,13 @@ use crate::names::{WorkloadKind, state_secret, state_suffix};
 fn seed(world: &World, refresh_seconds: u64) {
     let fake = &world.fake;
     let labels = json!({"cluster.x-k8s.io/cluster-name": "prod"});
-    let cluster = seed_identity_and_cluster(fake);
-    fake.insert(
-        SECRETS,
-        json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "pool-bootstrap", "namespace": NS, "labels": labels},
-            "data": {"value": "I2Nsb3VkLWNvbmZpZwo=", "format": "Y2xvdWQtY29uZmln"}}),
-    );
-    let owned_by = |kind: &str, owner: &Value| {
-        json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind,
-            "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}])
-    };
-    fake.insert(
-        TERRAFORM_CLUSTERS,
-        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
-            "metadata": {"name": "prod", "namespace": NS, "labels": labels,
-                "ownerReferences": owned_by("Cluster", &cluster)},
-            "spec": {"source": {"image": "registry.example/cluster:v1"},
-                "identityRef": {"kind": "Secret", "name": "creds"}},
-            "status": {"initialization": {"provisioned": true}}}),
-    );
-    world.save_state(
-        WorkloadKind::Cluster,
-        "prod",
-        3,
-        json!({"exports": {"backend_id": "b-1"},
-            "control_plane_endpoint": {"host": "prod.invalid", "port": 6443},
-            "failure_domains": [{"name": "fd1", "control_plane": true}],
-            "health": {"state": "running", "healthy": true}}),
-        Some("h2:cluster"),
-    );
+    seed_provisioned_cluster(world);
     let mp = fake.insert(
         MACHINE_POOLS,
         json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
             "metadata": {"name": "pool-a", "namespace": NS, "labels": labels},
             "spec": {"clusterName": "prod", "replicas": 1, "template": {"spec": {
-                "clusterName": "prod", "bootstrap": {"dataSecretName": "pool-bootstrap"},
+                "clusterName": "prod", "bootstrap": {"dataSecretName": "bootstrap"},
                 "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
                     "kind": "TerraformMachinePool", "name": "pool-a"},
                 "version": "v1.37.2"}}}}),

@@ -1,0 +1,233 @@
+//! A TerraformMachine's passes, request by request.
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+use crate::names::{WorkloadKind, state_secret, state_suffix};
+
+/// A provisioned cluster, its worker Machine `m-1` and the TerraformMachine,
+/// as Cluster API would leave them.
+fn seed(world: &World) {
+    let fake = &world.fake;
+    let labels = json!({"cluster.x-k8s.io/cluster-name": "prod"});
+    seed_provisioned_cluster(world);
+    let machine = fake.insert(
+        MACHINES,
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m-1", "namespace": NS, "labels": labels},
+            "spec": {"clusterName": "prod", "bootstrap": {"dataSecretName": "bootstrap"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                    "kind": "TerraformMachine", "name": "m-1"},
+                "version": "v1.37.2"}}),
+    );
+    fake.insert(
+        TERRAFORM_MACHINES,
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachine",
+            "metadata": {"name": "m-1", "namespace": NS, "labels": labels,
+                "ownerReferences": owned_by("Machine", &machine)},
+            "spec": {"source": {"image": "registry.example/machine:v1"},
+                "identityRef": {"kind": "Secret", "name": "creds"},
+                "drift": {"intervalSeconds": 3600}}}),
+    );
+}
+
+fn machine_outputs() -> Value {
+    json!({"provider_id": "noop:///ns/m-1",
+        "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+        "failure_domain": null, "interruptible": false,
+        "health": {"state": "running", "healthy": true}})
+}
+
+/// Every pass until the machine is Ready: the finalizer, the apply, its
+/// bookkeeping (the provider ID written to the spec), the status of that
+/// new generation.
+async fn converged() -> World {
+    let mut world = World::new();
+    seed(&world);
+    for _ in 0..4 {
+        world.machine_pass("m-1").await;
+        world.finish_jobs(WorkloadKind::Machine, "m-1", machine_outputs());
+    }
+    world
+}
+
+/// The reads of a full pass with nothing to bookkeep: its Jobs, its state
+/// and its applied and attempt records.
+const READS: [&str; 4] = ["LIST jobs", "LIST secrets", "GET secrets", "GET secrets"];
+
+/// The first requests of a restarted manager's pass: the identity's checks
+/// and the namespace's runner RBAC, once per sync period.
+const RESTARTED: [&str; 6] = [
+    "LIST jobs",
+    "LIST secrets",
+    "GET secrets",
+    "PATCH serviceaccounts",
+    "PATCH roles",
+    "PATCH rolebindings",
+];
+
+/// A start: the run lease's check, the block-move annotation, the cluster's
+/// operation gate, the run lease, the Job, its per-run inputs Secret, then
+/// the status.
+const START: [&str; 12] = [
+    "GET leases",
+    "PATCH terraformmachines",
+    "GET terraformmachines",
+    "GET clusters",
+    "GET leases",
+    "POST leases",
+    "GET leases",
+    "POST jobs",
+    "GET jobs",
+    "GET secrets",
+    "POST secrets",
+    "PATCH terraformmachines/status",
+];
+
+#[tokio::test]
+async fn a_converged_machine_pass_only_reads_and_its_resync_sends_nothing() {
+    let mut world = converged().await.restart();
+    assert_eq!(
+        world.machine_pass("m-1").await,
+        then(&RESTARTED, &READS[1..])
+    );
+    world.forget_settled(TERRAFORM_MACHINES, "m-1");
+    assert_eq!(world.machine_pass("m-1").await, READS, "a full pass");
+    assert_eq!(
+        world.machine_pass("m-1").await,
+        Vec::<String>::new(),
+        "a resync"
+    );
+}
+
+#[tokio::test]
+async fn a_drift_check_that_falls_due_moves_the_block_first_and_writes_the_status_last() {
+    let world = converged().await;
+    world.age(TERRAFORM_MACHINES, "m-1", 2);
+    let mut world = world.restart();
+    let want = then(&then(&RESTARTED, &READS[1..]), &START);
+    assert_eq!(world.machine_pass("m-1").await, want);
+    let drift = world.fake.list(JOBS, NS);
+    assert!(
+        drift.iter().any(|j| j["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("-drift-"))),
+        "a drift check runs"
+    );
+}
+
+#[tokio::test]
+async fn a_pass_that_bookkeeps_an_apply_without_a_health_reading_starts_a_refresh() {
+    let mut world = World::new();
+    seed(&world);
+    assert_eq!(
+        world.machine_pass("m-1").await,
+        ["LIST jobs", "PATCH terraformmachines"],
+        "the finalizer first"
+    );
+    world.machine_pass("m-1").await;
+    let mut outputs = machine_outputs();
+    outputs.as_object_mut().unwrap().remove("health");
+    world.finish_jobs(WorkloadKind::Machine, "m-1", outputs);
+    let bookkeeping = [
+        // The finished Job and its pod; the attempt record promoted to the
+        // applied one, the run's inputs Secret and lease released.
+        "LIST jobs",
+        "LIST pods",
+        "GET secrets",
+        "GET secrets",
+        "PATCH secrets",
+        "LIST secrets",
+        "PUT secrets",
+        "DELETE secrets",
+        "GET leases",
+        "DELETE leases",
+        // State and records; the new serial's backup.
+        "LIST secrets",
+        "GET secrets",
+        "GET secrets",
+        "LIST secrets",
+        "POST secrets",
+        "LIST secrets",
+    ];
+    // The block-move annotation is still on from the apply's start.
+    let start: Vec<&str> = START
+        .iter()
+        .copied()
+        .filter(|l| *l != "PATCH terraformmachines")
+        .collect();
+    let mut want = then(&bookkeeping, &start);
+    want.push("PATCH jobs");
+    assert_eq!(
+        world.machine_pass("m-1").await,
+        want,
+        "bookkept, the refresh started, the Job marked bookkept last"
+    );
+    assert!(
+        world
+            .fake
+            .list(JOBS, NS)
+            .iter()
+            .any(|j| j["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("-refresh-"))),
+        "the refresh after the apply runs"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_machine_destroys_then_lets_its_finalizer_go() {
+    let mut world = converged().await;
+    world.fake.delete(TERRAFORM_MACHINES, NS, "m-1");
+    assert_eq!(
+        world.machine_pass("m-1").await,
+        then(&READS, &START),
+        "the destroy starts"
+    );
+    world.finish_jobs(WorkloadKind::Machine, "m-1", machine_outputs());
+    assert_eq!(
+        world.machine_pass("m-1").await,
+        [
+            // Bookkeeping the destroy.
+            "LIST jobs",
+            "LIST pods",
+            "LIST secrets",
+            "GET secrets",
+            "GET secrets",
+            "DELETE secrets",
+            "GET leases",
+            "DELETE leases",
+            "GET secrets",
+            "GET secrets",
+            "PATCH terraformmachines/status",
+            "PATCH jobs",
+            // Cleanup: backups, state chunks, records and leases, then the
+            // finalizer; then whether the identity has users left.
+            "LIST secrets",
+            "DELETE secrets",
+            "LIST secrets",
+            "DELETE secrets",
+            "DELETE secrets",
+            "DELETE secrets",
+            "DELETE secrets",
+            "DELETE secrets",
+            "DELETE secrets",
+            "LIST secrets",
+            "DELETE leases",
+            "DELETE leases",
+            "PATCH terraformmachines",
+            "LIST terraformclusters",
+            "LIST terraformmachines",
+            "LIST terraformmachinepools",
+        ]
+    );
+    assert!(
+        world.fake.get(TERRAFORM_MACHINES, NS, "m-1").is_none(),
+        "gone with its finalizer"
+    );
+    let state = state_secret(&state_suffix(WorkloadKind::Machine, NS, "m-1"));
+    assert!(
+        world.fake.get(SECRETS, NS, &state).is_none(),
+        "its state is gone"
+    );
+}
