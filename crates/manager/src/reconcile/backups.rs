@@ -13,7 +13,7 @@ use captf_api::names::{annotations, conditions, events, reasons};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
-use super::common::OpenPass;
+use super::open_pass::OpenPass;
 use super::pass;
 use super::status::Draft;
 use super::workload::Workload;

@@ -32,7 +32,7 @@ pub async fn cleanup<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
     // later must apply its own.
     let runner = crate::rbac::object_runner_name(&suffix);
     ctx.rbac_ensured
-        .forget(&super::common::runner_key(&ns, &runner));
+        .forget(&super::runner_access::runner_key(&ns, &runner));
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let state = secrets
         .list(&ListParams::default().labels(&state_selector(&suffix)))

@@ -12,11 +12,13 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 
 use super::cluster_pass;
-use super::common::{self, PassSettings};
 use super::ending;
+use super::open_pass;
+use super::opening;
 use super::plan_flow;
 use super::quiet;
 use super::routing::{self, Dependency, Dependent};
+use super::settings::PassSettings;
 use super::{Context, Error};
 use crate::adapters::cluster as adapter;
 use crate::adapters::{capi_owner_ref, cluster_name_label};
@@ -108,9 +110,9 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         .count(kinds::TERRAFORM_CLUSTER, &ns, &obj.name_any());
     let cluster = owner_cluster(ctx, obj).await?;
     let settings = settings(obj, cluster.as_ref(), &eff);
-    let mut pass = match common::open(ctx, obj, &settings, now).await? {
-        common::Opening::Done(action) => return Ok(action),
-        common::Opening::Continue(p) => p,
+    let mut pass = match opening::open(ctx, obj, &settings, now).await? {
+        open_pass::Opening::Done(action) => return Ok(action),
+        open_pass::Opening::Continue(p) => p,
     };
     let mut plans_list = plan_flow::bookkeep_plans(ctx, obj, &pass, &settings.cluster_name).await?;
     if pass.active.is_some() {

@@ -22,14 +22,20 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
 use super::ending::{self, PassEnding};
 use super::inputs_applied;
 use super::job_start::StartRequest;
 use super::next_op;
+use super::open_pass::OpenPass;
 use super::pass;
+use super::pass_conditions;
 use super::plan_flow;
 use super::plans;
+use super::rendered::Rendered;
+use super::stored;
+use super::stored::Stored;
+use super::variables;
+use super::variables::VariableSources;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::cluster::{self as adapter, ExportsWrite, OutputsReading};
@@ -58,8 +64,8 @@ pub async fn fetch(
     p: &mut OpenPass,
     cluster_name: &str,
 ) -> Result<ClusterSnapshot, Error> {
-    let stored = common::read_stored(ctx, obj, p).await?;
-    let sources = common::variable_sources(ctx, obj).await?;
+    let stored = stored::read_stored(ctx, obj, p).await?;
+    let sources = variables::variable_sources(ctx, obj).await?;
     let dependents = if p.deleting() {
         dependents(ctx, &obj.namespace().unwrap_or_default(), cluster_name).await?
     } else {
@@ -246,7 +252,7 @@ fn plan_outputs(
             RoleOutputs::Cluster(d) => d,
             _ => unreachable!("cluster outputs decode as cluster outputs"),
         };
-        let valid = common::outputs_valid(&decoded.verdict);
+        let valid = pass_conditions::outputs_valid(&decoded.verdict);
         let before = obj.condition(conditions::OUTPUTS_VALID);
         let again = before.is_some_and(|c| c.status == "False" && c.reason == valid.reason);
         if valid.status == "False" && !again {
@@ -325,9 +331,9 @@ fn plan_outputs(
         if let Some(ea) = &w.endpoint_available {
             p.draft.set(conditions::ENDPOINT_AVAILABLE, ea);
         }
-        health_pending = common::record_health(p, provisioned, decoded.health.as_ref());
+        health_pending = pass_conditions::record_health(p, provisioned, decoded.health.as_ref());
     } else if !provisioned {
-        let v = common::not_yet_healthy(p);
+        let v = pass_conditions::not_yet_healthy(p);
         p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
     }
     p.draft
@@ -356,7 +362,7 @@ fn plan_inputs(
     let initialized = recorded_control_plane_initialized(snap.stored.attempt.as_ref());
     let inputs = RoleInputs::Cluster(adapter::inputs(obj, c, initialized));
     let image = obj.spec.workspace.source.image.clone();
-    match super::common::render_inputs(&inputs, &vars, &image) {
+    match super::rendered::render_inputs(&inputs, &vars, &image) {
         Ok(r) => {
             p.measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
             Some(r)

@@ -10,8 +10,8 @@ use super::*;
 use crate::adapters::OwnerDecision;
 use crate::engine::decide::Reason;
 use crate::engine::preamble::OwnerLookup;
-use crate::reconcile::common::PassSettings;
 use crate::reconcile::pass::Loaded;
+use crate::reconcile::settings::PassSettings;
 use crate::reconcile::status::Draft;
 use crate::state::reader::{StateError, StateSummary};
 

@@ -9,10 +9,11 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 
-use super::common::{OpenPass, set_ready};
 use super::job_start::{StartConfig, StartOutcome, StartRequest, execute_start, plan_start};
 use super::next_op::last_success;
+use super::open_pass::OpenPass;
 use super::pass;
+use super::pass_conditions::set_ready;
 use super::status::Draft;
 use super::workload::Workload;
 use super::{Context, Error};
@@ -313,8 +314,8 @@ async fn stale_lock<K: Workload>(
     obj: &K,
     draft: &mut super::status::Draft,
 ) -> Result<(Option<String>, String), Error> {
-    let lock = super::common::read_lock(ctx, obj).await?;
-    if let Some(v) = super::common::locked_by_other(obj, &lock.verdict) {
+    let lock = super::stored::read_lock(ctx, obj).await?;
+    if let Some(v) = super::stored::locked_by_other(obj, &lock.verdict) {
         report_locked(ctx, obj, draft, &v).await;
     }
     let id = match lock.verdict {

@@ -10,8 +10,9 @@ use kube::ResourceExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::common::{OpenPass, Rendered};
 use super::job_start::StartRequest;
+use super::open_pass::OpenPass;
+use super::rendered::Rendered;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::exports_guard::{
@@ -36,7 +37,7 @@ pub struct Built {
 
 /// Renders built inputs; `Err` is the `DependenciesReady` to report.
 pub fn render(b: &Built) -> Result<Rendered, ConditionValue> {
-    super::common::render_inputs(
+    super::rendered::render_inputs(
         &RoleInputs::MachinePool(b.inputs.clone()),
         &b.vars,
         &b.image,

@@ -5,7 +5,8 @@
 
 use captf_api::names::{conditions, reasons};
 
-use super::common::{OpenPass, Rendered};
+use super::open_pass::OpenPass;
+use super::rendered::Rendered;
 use crate::engine::decide::{Action, Decision, Op, Reason};
 use crate::engine::job_conditions::ConditionValue;
 use crate::state::reader::{StateError, StateSummary};

@@ -9,11 +9,14 @@ use captf_api::{TerraformCluster, TerraformMachine, effective};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::common::{self, PassSettings};
 use super::ending;
 use super::machine_pass;
+use super::open_pass;
+use super::opening;
 use super::quiet;
 use super::routing::Dependent;
+use super::settings;
+use super::settings::PassSettings;
 use super::watches;
 use super::workload::Workload;
 use super::{Context, Error};
@@ -111,7 +114,7 @@ fn settings(
         after_apply_refresh: true,
         health_interval,
         retain: eff.deletion_policy == Some(DeletionPolicy::Retain),
-        cluster_max_active_jobs: common::cluster_job_limit(ctx, deps.tc.as_ref()),
+        cluster_max_active_jobs: settings::cluster_job_limit(ctx, deps.tc.as_ref()),
     };
     (settings, eff)
 }
@@ -131,9 +134,9 @@ pub async fn reconcile(obj: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<
     quiet::unsettle(ctx, obj);
     ctx.passes
         .count(kinds::TERRAFORM_MACHINE, &ns, &obj.name_any());
-    let mut pass = match common::open(ctx, obj, &settings, now).await? {
-        common::Opening::Done(action) => return Ok(action),
-        common::Opening::Continue(p) => p,
+    let mut pass = match opening::open(ctx, obj, &settings, now).await? {
+        open_pass::Opening::Done(action) => return Ok(action),
+        open_pass::Opening::Continue(p) => p,
     };
     if pass.active.is_some() {
         return ending::close_active(ctx, obj, &mut pass, now).await;

@@ -60,7 +60,7 @@ pub fn plan_outputs(
         .get("provider_id")
         .is_some_and(|o| o.value.is_null() || o.value.as_str() == "\"\"");
     OutputsPlan {
-        outputs_valid: super::common::outputs_valid(&decoded.verdict),
+        outputs_valid: super::pass_conditions::outputs_valid(&decoded.verdict),
         set_provider_id: outputs
             .filter(|_| applied && obj.spec.provider_id.is_none())
             .map(|o| o.provider_id.clone()),

@@ -21,15 +21,22 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
 use super::effects::{self, OwnedEffect};
 use super::ending::{self, PassEnding};
 use super::inputs_applied;
 use super::machine::Deps;
 use super::machine_outputs;
 use super::next_op::{self, DecidedEnding};
+use super::open_pass::OpenPass;
 use super::pass;
+use super::pass_conditions;
 use super::pool_pass::DEPENDENCIES_REQUEUE;
+use super::rendered;
+use super::rendered::Rendered;
+use super::stored;
+use super::stored::Stored;
+use super::variables;
+use super::variables::VariableSources;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::gates::ClusterState;
@@ -73,7 +80,7 @@ pub async fn fetch(
     p: &mut OpenPass,
     deps: &Deps,
 ) -> Result<MachineSnapshot, Error> {
-    let stored = common::read_stored(ctx, obj, p).await?;
+    let stored = stored::read_stored(ctx, obj, p).await?;
     let building = !obj.provisioned() && !p.deleting();
     let ns = obj.namespace().unwrap_or_default();
     let cluster_state = match (&deps.machine, &deps.cluster, &deps.tc) {
@@ -84,7 +91,7 @@ pub async fn fetch(
         _ => None,
     };
     let sources = if building {
-        common::variable_sources(ctx, obj).await?
+        variables::variable_sources(ctx, obj).await?
     } else {
         Vec::new()
     };
@@ -264,7 +271,7 @@ fn plan_outputs(
     };
     let Ok(state) = read else {
         if !out.provisioned {
-            let v = common::not_yet_healthy(p);
+            let v = pass_conditions::not_yet_healthy(p);
             p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
         }
         set_initialization(p, out.provisioned);
@@ -309,7 +316,7 @@ fn plan_outputs(
     if out.provisioned {
         plan_health(obj, p, deps, &plan, policy, effects);
     } else {
-        common::record_health(p, false, plan.health.as_ref());
+        pass_conditions::record_health(p, false, plan.health.as_ref());
     }
     set_initialization(p, out.provisioned);
     out
@@ -459,7 +466,7 @@ fn plan_inputs(
         }
     };
     let inputs = RoleInputs::Machine(adapter::inputs(&obj.metadata, machine, cluster, &d));
-    match common::render_inputs(&inputs, &vars, &obj.spec.workspace.source.image) {
+    match rendered::render_inputs(&inputs, &vars, &obj.spec.workspace.source.image) {
         Ok(r) => {
             p.measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
             p.draft.set(

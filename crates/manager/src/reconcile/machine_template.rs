@@ -116,9 +116,12 @@ async fn variables(
 ) -> Result<TemplateVariables, Error> {
     let workspace = &obj.spec.template.spec.workspace;
     let sources = workspace.variables_from.clone().unwrap_or_default();
-    let read =
-        super::common::read_variable_sources(ctx, &obj.namespace().unwrap_or_default(), &sources)
-            .await?;
+    let read = super::variables::read_variable_sources(
+        ctx,
+        &obj.namespace().unwrap_or_default(),
+        &sources,
+    )
+    .await?;
     let merged = crate::adapters::variables::merge(
         captf_contract::Role::Machine,
         workspace.variables.as_ref(),

@@ -9,8 +9,9 @@ use std::time::SystemTime;
 use captf_api::names::{annotations, conditions, events, reasons};
 use kube::ResourceExt;
 
-use super::common::{OpenPass, Rendered};
 use super::job_start::StartRequest;
+use super::open_pass::OpenPass;
+use super::rendered::Rendered;
 use super::status::{Draft, system_time};
 use super::workload::Workload;
 use crate::engine::decide::{

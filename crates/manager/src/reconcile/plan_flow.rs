@@ -9,9 +9,10 @@ use captf_api::names::{annotations, conditions, events, reasons};
 use captf_api::plan::{PlanReason, TerraformPlan};
 use kube::ResourceExt;
 
-use super::common::{OpenPass, Rendered};
+use super::open_pass::OpenPass;
 use super::pass;
 use super::plans;
+use super::rendered::Rendered;
 use super::{Context, Error};
 use crate::engine::decide::{ApplyGate, Approval, Decision, ManualPlan, Op, Reason};
 use crate::engine::history::Outcome;

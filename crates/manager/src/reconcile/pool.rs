@@ -12,11 +12,14 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 
-use super::common::{self, PassSettings};
 use super::ending;
+use super::open_pass;
+use super::opening;
 use super::pool_pass;
 use super::quiet;
 use super::routing::{self, Dependency, Dependent};
+use super::settings;
+use super::settings::PassSettings;
 use super::watches;
 use super::workload::Workload;
 use super::{Context, Error};
@@ -175,7 +178,7 @@ fn settings(ctx: &Context, obj: &TerraformMachinePool, deps: &Deps) -> PassSetti
         after_apply_refresh: true,
         health_interval: None,
         retain: eff.deletion_policy == DeletionPolicy::Retain,
-        cluster_max_active_jobs: common::cluster_job_limit(ctx, deps.tc.as_ref()),
+        cluster_max_active_jobs: settings::cluster_job_limit(ctx, deps.tc.as_ref()),
     }
 }
 
@@ -194,9 +197,9 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     quiet::unsettle(ctx, obj);
     ctx.passes
         .count(kinds::TERRAFORM_MACHINE_POOL, &ns, &obj.name_any());
-    let mut pass = match common::open(ctx, obj, &settings, now).await? {
-        common::Opening::Done(action) => return Ok(action),
-        common::Opening::Continue(p) => p,
+    let mut pass = match opening::open(ctx, obj, &settings, now).await? {
+        open_pass::Opening::Done(action) => return Ok(action),
+        open_pass::Opening::Continue(p) => p,
     };
     if pass.active.is_some() {
         return ending::close_active(ctx, obj, &mut pass, now).await;

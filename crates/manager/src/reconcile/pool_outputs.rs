@@ -51,7 +51,7 @@ pub fn plan_outputs(
         .as_ref()
         .filter(|_| decoded.verdict.writable());
     let mut plan = OutputsPlan {
-        outputs_valid: super::common::outputs_valid(&decoded.verdict),
+        outputs_valid: super::pass_conditions::outputs_valid(&decoded.verdict),
         spec_patch: None,
         replicas: None,
         instances: None,

@@ -18,15 +18,21 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use super::common::{self, OpenPass, Rendered, Stored, VariableSources};
 use super::effects::{self, OwnedEffect};
 use super::ending::{self, PassEnding};
 use super::exports::{self, Built, ExportsGuard};
 use super::inputs_applied;
 use super::next_op::{self, DecidedEnding};
+use super::open_pass::OpenPass;
 use super::pass;
+use super::pass_conditions;
 use super::pool::Deps;
 use super::pool_outputs;
+use super::rendered::Rendered;
+use super::stored;
+use super::stored::Stored;
+use super::variables;
+use super::variables::VariableSources;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::pool::{self as adapter, ClusterState, GateInput};
@@ -55,7 +61,7 @@ pub async fn fetch(
     p: &mut OpenPass,
     deps: &Deps,
 ) -> Result<PoolSnapshot, Error> {
-    let stored = common::read_stored(ctx, obj, p).await?;
+    let stored = stored::read_stored(ctx, obj, p).await?;
     let ns = obj.namespace().unwrap_or_default();
     let cluster_state = match (&deps.mp, &deps.cluster, &deps.tc) {
         (Some(_), Some(_), Some(tc)) => {
@@ -64,7 +70,7 @@ pub async fn fetch(
         }
         _ => None,
     };
-    let sources = common::variable_sources(ctx, obj).await?;
+    let sources = variables::variable_sources(ctx, obj).await?;
     Ok(PoolSnapshot {
         stored,
         cluster_state,
@@ -198,9 +204,10 @@ fn plan_outputs(
                 note: "machine pool provisioned".into(),
             });
         }
-        out.health_pending = common::record_health(p, out.provisioned, plan.health.as_ref());
+        out.health_pending =
+            pass_conditions::record_health(p, out.provisioned, plan.health.as_ref());
     } else if !out.provisioned {
-        let v = common::not_yet_healthy(p);
+        let v = pass_conditions::not_yet_healthy(p);
         p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
     }
     p.draft

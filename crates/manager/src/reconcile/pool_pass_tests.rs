@@ -12,9 +12,9 @@ use crate::adapters::OwnerDecision;
 use crate::adapters::pool::BootstrapSecret;
 use crate::engine::decide::{Membership, Reason};
 use crate::engine::preamble::OwnerLookup;
-use crate::reconcile::common::PassSettings;
 use crate::reconcile::job_start::StartRequest;
 use crate::reconcile::pass::Loaded;
+use crate::reconcile::settings::PassSettings;
 use crate::reconcile::status::Draft;
 
 const NS: &str = "team-a";

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use super::common::OpenPass;
+use super::open_pass::OpenPass;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::Op;

@@ -18,7 +18,7 @@ use kube::runtime::watcher::Event;
 use captf_api::names::{events, reasons};
 
 use super::Context;
-use super::common::OpenPass;
+use super::open_pass::OpenPass;
 use super::pass::{event, op_condition};
 use super::workload::Workload;
 use crate::engine::backoff::jitter;

@@ -1,0 +1,118 @@
+//! A pass past its opening stages: the status draft, the object's Jobs and
+//! what bookkeeping made of them, and what the opening stages learned.
+
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+
+use super::bookkeeping::Bookkept;
+use super::pass::Loaded;
+use super::settings::PassSettings;
+use super::status::Draft;
+use super::stored::Records;
+use crate::engine::history::JobRecord;
+use crate::state::reader::{StateError, StateSummary};
+
+/// A pass past the preamble: its status draft, the object's Jobs and what
+/// bookkeeping made of them, and what the opening stages learned.
+pub struct OpenPass {
+    pub draft: Draft,
+    pub loaded: Loaded,
+    pub booked: Bookkept,
+    pub active: Option<JobRecord>,
+    pub shared: PassSettings,
+    pub credentials_secret: Option<String>,
+    /// The credentials verdict of the pass; `None` when it checked none.
+    pub credentials: Option<super::credentials::Verdict>,
+    /// The state as read at the opening of a deleting object's pass.
+    pub(super) early_state: Option<Result<StateSummary, StateError>>,
+    /// The applied and attempt records as read at that opening.
+    pub(super) early_records: Option<Records>,
+    /// Whether the object carries the block-move annotation now.
+    pub block_move: bool,
+    /// The apply whose outcome is unknown and still in force (set when the
+    /// records are read).
+    pub unconfirmed_apply: Option<String>,
+    /// The backup a `captf.io/restore-state` request asks to restore (set
+    /// when the state is read).
+    pub restore: Option<super::backups::RestoreTarget>,
+    /// A write of this pass's fetch stage failed and is tried again by a
+    /// pass this soon (whatever the plan's own requeue).
+    pub retry_after: Option<Duration>,
+    /// What this pass measured of the state and the inputs, exported with
+    /// the per-object gauges.
+    pub measured: Measured,
+    pub(super) deleting: bool,
+    pub(super) pool: bool,
+}
+
+/// Sizes a pass measured (unread ones keep their gauges as they were).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Measured {
+    pub state: crate::metrics::Observed<crate::metrics::StateSize>,
+    pub inputs_bytes: crate::metrics::Observed<u64>,
+}
+
+impl Measured {
+    /// The sizes of a state read; an unusable state is left unmeasured.
+    pub fn state_read(&mut self, read: &Result<StateSummary, StateError>) {
+        use crate::metrics::{Observed, StateSize};
+        self.state = match read {
+            Ok(s) => Observed::Value(StateSize {
+                resources: s.managed_resources as u64,
+                bytes: s.compressed_bytes as u64,
+            }),
+            Err(StateError::NotFound) => Observed::Absent,
+            Err(_) => Observed::Unread,
+        };
+    }
+}
+
+impl OpenPass {
+    pub fn deleting(&self) -> bool {
+        self.deleting
+    }
+
+    /// A pool (its `Ready` counts `ApplyJobSucceeded` after provisioning).
+    pub fn pool(&self) -> bool {
+        self.pool
+    }
+}
+
+#[cfg(test)]
+impl OpenPass {
+    /// A pass past its opening stages, for tests of the stages after them.
+    pub fn for_plan_tests(
+        draft: Draft,
+        loaded: Loaded,
+        shared: PassSettings,
+        pool: bool,
+        deleting: bool,
+    ) -> Self {
+        OpenPass {
+            draft,
+            loaded,
+            booked: Bookkept::default(),
+            active: None,
+            shared,
+            credentials_secret: None,
+            credentials: Some(super::credentials::Verdict::Ready(None)),
+            early_state: None,
+            early_records: None,
+            block_move: false,
+            unconfirmed_apply: None,
+            restore: None,
+            retry_after: None,
+            measured: Measured::default(),
+            deleting,
+            pool,
+        }
+    }
+}
+
+/// How the opening stages ended: the pass is done (an early exit of the
+/// preamble), or it continues with what they read and decided.
+pub enum Opening {
+    Done(Action),
+    Continue(Box<OpenPass>),
+}

@@ -1,0 +1,342 @@
+//! The opening stages of a pass every Job-running kind follows: the
+//! preamble with its early exits, credentials and the runner's RBAC,
+//! bookkeeping, a vanished apply, and retained state of an earlier object.
+
+use std::time::{Duration, SystemTime};
+
+use captf_api::names::{annotations, conditions, events, reasons};
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use serde_json::Value;
+
+use super::bookkeeping::bookkeep;
+use super::open_pass::{Measured, OpenPass, Opening};
+use super::pass::{self, Loaded};
+use super::pass_conditions::{deleting_condition, paused_condition, set_ready};
+use super::runner_access::ensure_runner;
+use super::settings::{PassSettings, bookkeeping_policy};
+use super::status::Draft;
+use super::stored::Records;
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::adapters::dependencies_ready;
+use crate::engine::decide::Op;
+use crate::engine::job_conditions::ConditionValue;
+use crate::engine::preamble::{Preamble, PreambleInput, preamble};
+use crate::records::{InputsRecord, attempt_record_name};
+use crate::state::reader::StateError;
+
+/// The preamble and the opening stages. `Done` ends the pass.
+pub async fn open<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    shared: &PassSettings,
+    now: SystemTime,
+) -> Result<Opening, Error> {
+    let deleting = obj.meta().deletion_timestamp.is_some();
+    let generation = obj.meta().generation.unwrap_or(0);
+    let mut draft = Draft::new(obj.conditions(), generation, now);
+    let loaded = pass::load_jobs(ctx, obj).await?;
+    // A deleting object reads its state now (is there anything to clean
+    // up?); the pass reuses that read.
+    let mut early_state = None;
+    let mut early_records = None;
+    let (nothing_to_destroy, nothing_to_clean_up) = if deleting {
+        let read = pass::state(ctx, obj).await?;
+        let records = Records::read(ctx, obj).await?;
+        let left = crate::engine::leftovers::Leftovers {
+            jobs: !loaded.jobs.is_empty(),
+            state: !matches!(read, Err(StateError::NotFound)),
+            provisioned: obj.provisioned(),
+            applied_record: records.applied.is_some(),
+            unconfirmed_apply: InputsRecord::unconfirmed_in_force(
+                records.attempt.as_ref(),
+                records.applied.as_ref(),
+            )
+            .is_some(),
+            vanished_apply: vanished_apply(obj, &loaded).is_some(),
+        };
+        early_state = Some(read);
+        early_records = Some(records);
+        (left.nothing_to_destroy(), left.nothing_to_clean_up())
+    } else {
+        (false, false)
+    };
+    let pre = preamble(&PreambleInput {
+        externally_managed: obj.annotations().contains_key(annotations::MANAGED_BY),
+        deleting,
+        has_finalizer: obj.has_finalizer(),
+        owner: shared.owner.lookup,
+        paused: shared.paused,
+        nothing_to_clean_up,
+    });
+    let pool = K::KIND == crate::names::WorkloadKind::MachinePool;
+    match pre {
+        Preamble::Skip => return Ok(Opening::Done(Action::await_change())),
+        Preamble::ReleaseExternallyManaged => {
+            pass::remove_finalizer(ctx, obj).await?;
+            pass::event(
+                ctx,
+                obj,
+                false,
+                events::EXTERNALLY_MANAGED_RELEASED,
+                "Delete",
+                "externally managed: finalizer removed, nothing destroyed".into(),
+            )
+            .await;
+            return Ok(Opening::Done(Action::await_change()));
+        }
+        Preamble::AddFinalizer => {
+            pass::add_finalizer(ctx, obj).await?;
+            return Ok(Opening::Done(Action::requeue(Duration::from_millis(100))));
+        }
+        Preamble::DropFinalizer => {
+            // Nothing to clean up, unless a start racing this pass holds
+            // the run lease: its Job would outlive the object.
+            if let Some(job) = pass::run_lease_holder(ctx, obj).await? {
+                tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), job = %job, "the run lease is held; the finalizer stays");
+                return Ok(Opening::Done(Action::requeue(pass::START_DEFERRED_REQUEUE)));
+            }
+            super::cleanup::cleanup(ctx, obj).await?;
+            pass::remove_finalizer(ctx, obj).await?;
+            return Ok(Opening::Done(Action::await_change()));
+        }
+        Preamble::WaitForOwner | Preamble::OwnerGated(_) => {
+            if let Some(c) = &shared.owner.condition {
+                draft.set(conditions::DEPENDENCIES_READY, c);
+            }
+            draft.set(conditions::DELETING, &deleting_condition(deleting, false));
+            set_ready(&mut draft, obj.provisioned(), pool);
+            pass::finish(ctx, obj, &draft, &[]).await?;
+            return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
+        }
+        Preamble::Paused | Preamble::Proceed => {}
+    }
+    let paused = pre == Preamble::Paused;
+    // Retained Secrets of an earlier namesake can only be there before this
+    // object's first Job: once it ran one, they would be its own.
+    let before_first_job = loaded.jobs.is_empty() && !obj.provisioned();
+    if !paused
+        && before_first_job
+        && let Some(done) = retained_elsewhere(ctx, obj, &mut draft, deleting, pool).await?
+    {
+        return Ok(Opening::Done(done));
+    }
+    draft.set(conditions::PAUSED, &paused_condition(paused));
+    draft.set(conditions::DELETING, &deleting_condition(deleting, paused));
+    if shared.owner.condition.is_none() {
+        draft.set(conditions::DEPENDENCIES_READY, &dependencies_ready());
+    }
+    let mut credentials_secret = None;
+    let mut credentials = None;
+    // A deletion under Retain, or of an object with nothing to destroy,
+    // runs no Job: it needs no credentials (a missing identity must not
+    // keep such an object forever).
+    let runs_no_job = paused || (deleting && (shared.retain || nothing_to_destroy));
+    if !runs_no_job {
+        // Credentials and the runner's RBAC, every pass for a live object.
+        match super::credentials::check(ctx, obj, shared.identity.as_ref(), &mut draft).await? {
+            super::credentials::Verdict::Ready(secret) => {
+                credentials = Some(super::credentials::Verdict::Ready(secret.clone()));
+                credentials_secret = secret;
+            }
+            super::credentials::Verdict::Blocked => {
+                let booked =
+                    bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
+                set_ready(&mut draft, obj.provisioned(), pool);
+                pass::finish(ctx, obj, &draft, &booked.marks).await?;
+                return Ok(Opening::Done(Action::requeue(Duration::from_secs(15))));
+            }
+        }
+        match ensure_runner(ctx, obj, &shared.jobs).await {
+            Ok(account) => draft.set(
+                conditions::RUNNER_RBAC_READY,
+                &ConditionValue {
+                    status: "True",
+                    reason: reasons::RBAC_READY,
+                    message: format!("ServiceAccount {account} can run Jobs"),
+                },
+            ),
+            Err(blocked) => {
+                // No Job can run as a missing or unconsenting account.
+                draft.set(conditions::RUNNER_RBAC_READY, &blocked);
+                let booked =
+                    bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
+                set_ready(&mut draft, obj.provisioned(), pool);
+                pass::finish(ctx, obj, &draft, &booked.marks).await?;
+                return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
+            }
+        }
+    }
+    let booked = bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
+    let active = booked.active.clone();
+    if booked.newly.iter().any(|o| o.record.op == Op::Apply) {
+        // Bookkeeping adopted the state of an apply: read it again.
+        early_state = None;
+    }
+    if !booked.newly.is_empty() {
+        // Bookkeeping may have written the records: read them again.
+        early_records = None;
+    }
+    let mut p = OpenPass {
+        draft,
+        loaded,
+        booked,
+        active,
+        shared: shared.clone(),
+        credentials_secret,
+        credentials,
+        early_state,
+        early_records,
+        block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
+        unconfirmed_apply: None,
+        restore: None,
+        retry_after: None,
+        measured: Measured::default(),
+        deleting,
+        pool,
+    };
+    if p.active.is_none() {
+        if let Some(job) = vanished_apply(obj, &p.loaded) {
+            record_vanished(ctx, obj, &mut p.draft, &job).await?;
+            // It may have marked the attempt record.
+            p.early_records = None;
+        }
+        // No Job runs: activeJob goes, and block-move when the pass ends
+        // without starting one.
+        p.draft.field("activeJob", Value::Null);
+    }
+    if paused {
+        let action = if p.active.is_some() {
+            super::ending::close_active(ctx, obj, &mut p, now).await?
+        } else {
+            super::ending::close(ctx, obj, &mut p, Some(ctx.config.sync_period)).await?
+        };
+        return Ok(Opening::Done(action));
+    }
+    Ok(Opening::Continue(Box::new(p)))
+}
+
+/// The apply Job `status.activeJob` names that the apiserver no longer
+/// lists (the pass lists Jobs live): a candidate for a Job deleted while
+/// it ran.
+fn vanished_apply<K: Workload>(obj: &K, loaded: &Loaded) -> Option<String> {
+    let active = obj.workspace_status()?.active_job.as_ref()?;
+    let listed = loaded
+        .jobs
+        .iter()
+        .any(|j| j.metadata.name.as_deref() == Some(active.name.as_str()));
+    (active.operation == Op::Apply && !listed).then(|| active.name.clone())
+}
+
+/// An apply Job gone while it ran, confirmed by the live object still
+/// naming it (a cached object can trail the pass that cleared it, as after
+/// a stuck Job's deletion, which records nothing): its outcome is unknown.
+/// One GET, only when a Job named as running is not listed.
+async fn record_vanished<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    draft: &mut Draft,
+    job: &str,
+) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &ns);
+    let live = api.get_opt(&obj.name_any()).await?;
+    let still_named = live.as_ref().and_then(|l| {
+        l.workspace_status()?
+            .active_job
+            .as_ref()
+            .map(|a| a.name.clone())
+    });
+    if still_named.as_deref() != Some(job) {
+        return Ok(());
+    }
+    let record = attempt_record_name(K::KIND, &obj.name_any());
+    crate::io::records::set_unconfirmed(&ctx.client, &ns, &record, Some(job)).await?;
+    let message = format!(
+        "apply Job {job} disappeared while it ran; it may have partly applied, so an apply of the current inputs stays due"
+    );
+    draft.set(
+        conditions::APPLY_JOB_SUCCEEDED,
+        &ConditionValue {
+            status: "False",
+            reason: reasons::APPLY_FAILED,
+            message: message.clone(),
+        },
+    );
+    pass::event(ctx, obj, true, events::JOB_INTERRUPTED, "Apply", message).await;
+    Ok(())
+}
+
+/// Secrets retained by an earlier object of this name: adopted when the
+/// spec says so; else a deleting object lets go without touching them and
+/// a live one holds (`StateReadable=False/RetainedStateFound`). `Some`
+/// ends the pass.
+async fn retained_elsewhere<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    draft: &mut Draft,
+    deleting: bool,
+    pool: bool,
+) -> Result<Option<Action>, Error> {
+    let Some(uid) = super::retain::foreign(ctx, obj).await? else {
+        return Ok(None);
+    };
+    if obj.workspace().adopt_retained_state == Some(true) {
+        let n = super::retain::adopt(ctx, obj, &uid).await?;
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::RETAINED_STATE_ADOPTED,
+            "Adopt",
+            format!("adopted {n} Secrets retained by object {uid}"),
+        )
+        .await;
+        return Ok(Some(Action::requeue(Duration::from_millis(200))));
+    }
+    if deleting {
+        super::retain::release_without_touching(ctx, obj).await?;
+        pass::remove_finalizer(ctx, obj).await?;
+        pass::event(
+            ctx,
+            obj,
+            false,
+            events::FINALIZER_REMOVED,
+            "Delete",
+            format!("finalizer removed without a Job; the Secrets retained by object {uid} are untouched"),
+        )
+        .await;
+        return Ok(Some(Action::await_change()));
+    }
+    let was = obj
+        .condition(conditions::STATE_READABLE)
+        .is_some_and(|c| c.reason == reasons::RETAINED_STATE_FOUND);
+    let message = format!(
+        "found state and inputs retained by an earlier object (UID {uid}); set spec.adoptRetainedState: true to adopt them, or delete the Secrets labeled {}={uid}",
+        captf_api::names::labels::RETAINED_FROM_UID
+    );
+    if !was {
+        pass::event(
+            ctx,
+            obj,
+            true,
+            events::RETAINED_STATE_FOUND,
+            "Adopt",
+            message.clone(),
+        )
+        .await;
+    }
+    draft.set(
+        conditions::STATE_READABLE,
+        &ConditionValue {
+            status: "False",
+            reason: reasons::RETAINED_STATE_FOUND,
+            message,
+        },
+    );
+    draft.set(conditions::DELETING, &deleting_condition(false, false));
+    set_ready(draft, obj.provisioned(), pool);
+    pass::finish(ctx, obj, draft, &[]).await?;
+    Ok(Some(Action::requeue(Duration::from_secs(60))))
+}

@@ -1,0 +1,242 @@
+//! What a pass reads of the object's state and durable inputs records,
+//! with `StateReadable` and the lock and unknown-apply checks around it.
+
+use captf_api::names::{annotations, conditions, events, reasons};
+use kube::ResourceExt;
+
+use super::open_pass::OpenPass;
+use super::pass::{self};
+use super::workload::Workload;
+use super::{Context, Error};
+use crate::engine::job_conditions::ConditionValue;
+use crate::io::records::read_record;
+use crate::records::{InputsRecord, applied_record_name, attempt_record_name};
+use crate::state::reader::{StateError, StateSummary};
+
+pub async fn applied_record<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+) -> Result<Option<InputsRecord>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    Ok(read_record(
+        &ctx.client,
+        &ns,
+        &applied_record_name(K::KIND, &obj.name_any()),
+    )
+    .await?
+    .and_then(Result::ok))
+}
+
+pub async fn attempt_record<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+) -> Result<Option<InputsRecord>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    Ok(read_record(
+        &ctx.client,
+        &ns,
+        &attempt_record_name(K::KIND, &obj.name_any()),
+    )
+    .await?
+    .and_then(Result::ok))
+}
+
+/// The object's two inputs records, read together.
+pub struct Records {
+    pub applied: Option<InputsRecord>,
+    pub attempt: Option<InputsRecord>,
+}
+
+impl Records {
+    pub(super) async fn read<K: Workload>(ctx: &Context, obj: &K) -> Result<Self, Error> {
+        Ok(Records {
+            applied: applied_record(ctx, obj).await?,
+            attempt: attempt_record(ctx, obj).await?,
+        })
+    }
+}
+
+/// What a pass reads of the object's state and durable inputs.
+pub struct Stored {
+    pub read: Result<StateSummary, StateError>,
+    pub applied: Option<InputsRecord>,
+    pub attempt: Option<InputsRecord>,
+    pub ever_applied: bool,
+}
+
+/// Reads the state and the records, and reports `StateReadable`.
+pub async fn read_stored<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+) -> Result<Stored, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let suffix = crate::names::state_suffix(K::KIND, &ns, &obj.name_any());
+    // The chunks themselves are kept for this pass only, for a backup.
+    let (read, chunks) = match p.early_state.take() {
+        Some(read) => (read, Vec::new()),
+        None => {
+            let chunks = crate::io::state::list(&ctx.client, &ns, &suffix).await?;
+            (crate::io::state::summarize(&suffix, &chunks), chunks)
+        }
+    };
+    p.measured.state_read(&read);
+    let Records {
+        applied,
+        mut attempt,
+    } = match p.early_records.take() {
+        Some(records) => records,
+        None => Records::read(ctx, obj).await?,
+    };
+    let ever_applied = obj.provisioned() || applied.is_some();
+    let mut unconfirmed = InputsRecord::unconfirmed_in_force(attempt.as_ref(), applied.as_ref());
+    if let Some(job) = &unconfirmed
+        && confirm_no_resources(ctx, obj, job).await?
+    {
+        if let Some(a) = attempt.as_mut() {
+            a.meta.unconfirmed_apply = None;
+        }
+        unconfirmed = None;
+    }
+    // The backend writes an empty state at `init`: one that records
+    // nothing holds no more than none.
+    let no_record = match &read {
+        Err(StateError::NotFound) => true,
+        Ok(s) => s.records_nothing(),
+        Err(_) => false,
+    };
+    let held = no_record && !ever_applied;
+    let readable = match &unconfirmed {
+        Some(job) if held => ConditionValue {
+            status: "False",
+            reason: reasons::APPLY_OUTCOME_UNKNOWN,
+            message: format!(
+                "apply Job {job} ended without a result, failed in its apply step, or disappeared, and no state records anything: it may have created resources nothing records. \
+                 Check the infrastructure, then set {}={job} (or restore a backup, or delete with deletionPolicy Retain)",
+                annotations::CONFIRM_NO_RESOURCES
+            ),
+        },
+        _ => pass::state_readable(&read, ever_applied),
+    };
+    // A lock reported held by someone else is looked at again each pass
+    // until it is gone (one GET while it lasts; none otherwise).
+    let was_locked = obj
+        .condition(conditions::STATE_READABLE)
+        .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
+    let readable = if was_locked && readable.status == "True" {
+        locked_by_other(obj, &read_lock(ctx, obj).await?.verdict).unwrap_or(readable)
+    } else {
+        readable
+    };
+    p.unconfirmed_apply = unconfirmed;
+    // Informational: the backend's suffix, and the serial the outputs come from.
+    p.draft.field("stateSecretSuffix", suffix);
+    super::backups::back_up_new_serial(ctx, obj, p, &read, &chunks).await?;
+    drop(chunks);
+    p.restore = super::backups::requested_restore(ctx, obj, p).await?;
+    let before = obj.condition(conditions::STATE_READABLE);
+    let again = before.is_some_and(|c| c.status == "False" && c.reason == readable.reason);
+    if readable.status == "False" && !again {
+        let reason = match readable.reason {
+            reasons::STATE_INCONSISTENT => Some("inconsistent"),
+            reasons::STATE_ENCRYPTED => Some("encrypted"),
+            reasons::STATE_CORRUPT => Some("corrupt"),
+            reasons::STATE_LOST => Some("lost"),
+            reasons::STATE_LOCKED => Some("locked"),
+            _ => None,
+        };
+        if let Some(r) = reason {
+            ctx.metrics.state_read_failed(K::KIND.kind(), r);
+        }
+        if matches!(
+            readable.reason,
+            reasons::STATE_LOST | reasons::APPLY_OUTCOME_UNKNOWN
+        ) {
+            let note = readable.message.clone();
+            pass::event(ctx, obj, true, events::STATE_LOST, "Reconcile", note).await;
+        }
+    }
+    p.draft.set(conditions::STATE_READABLE, &readable);
+    Ok(Stored {
+        read,
+        applied,
+        attempt,
+        ever_applied,
+    })
+}
+
+/// How the object's state lock reads now (see `io::locks`).
+pub(super) async fn read_lock<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+) -> Result<crate::io::locks::StateLock, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let suffix = crate::names::state_suffix(K::KIND, &ns, &name);
+    Ok(crate::io::locks::read_state_lock(&ctx.client, &ns, &suffix, K::KIND, &name).await?)
+}
+
+/// The `StateLocked` condition of a lock held by someone other than the
+/// object's own runners.
+pub(super) fn locked_by_other<K: Workload>(
+    obj: &K,
+    verdict: &crate::leases::LockVerdict,
+) -> Option<ConditionValue> {
+    let crate::leases::LockVerdict::Foreign {
+        who,
+        operation,
+        created,
+    } = verdict
+    else {
+        return None;
+    };
+    let ns = obj.namespace().unwrap_or_default();
+    let suffix = crate::names::state_suffix(K::KIND, &ns, &obj.name_any());
+    let lease = crate::names::state_lock_lease(&suffix);
+    Some(crate::leases::locked_condition(
+        who, operation, created, &ns, &lease,
+    ))
+}
+
+/// `captf.io/confirm-no-resources` naming the apply whose outcome is unknown:
+/// the operator checked that it created nothing. The record's mark and the
+/// annotation are removed (in that order, so a crash between them leaves an
+/// annotation that names nothing recorded, which is ignored). Any other
+/// value is ignored and logged.
+async fn confirm_no_resources<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    job: &str,
+) -> Result<bool, Error> {
+    let Some(named) = obj.annotations().get(annotations::CONFIRM_NO_RESOURCES) else {
+        return Ok(false);
+    };
+    let name = obj.name_any();
+    if named != job {
+        tracing::info!(
+            name,
+            named,
+            recorded = job,
+            "confirm-no-resources names another Job; ignored"
+        );
+        return Ok(false);
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    let record = attempt_record_name(K::KIND, &name);
+    crate::io::records::set_unconfirmed(&ctx.client, &ns, &record, None).await?;
+    let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &ns);
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {annotations::CONFIRM_NO_RESOURCES: null}}});
+    api.patch(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
+    tracing::info!(
+        name,
+        job,
+        "the operator confirmed that the unknown apply created nothing"
+    );
+    Ok(true)
+}
