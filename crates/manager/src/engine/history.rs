@@ -141,6 +141,14 @@ pub fn history(jobs: &[JobRecord]) -> History {
         })
 }
 
+/// When the newest successful Job of `op` finished.
+pub fn last_success(jobs: &[JobRecord], op: Op) -> Option<SystemTime> {
+    jobs.iter()
+        .filter(|r| r.op == op && r.outcome == Outcome::Succeeded)
+        .filter_map(|r| r.finished)
+        .max()
+}
+
 /// The newest apply (remediations aside) did not succeed and is not waiting
 /// on an approval: the same inputs are applied again.
 pub fn last_apply_failed(jobs: &[JobRecord]) -> bool {

@@ -24,35 +24,13 @@ use crate::engine::job_conditions::ConditionValue;
 use crate::io::backups::{delete_chunks, list_chunks, write_set};
 use crate::names::{state_labels, state_suffix};
 use crate::state::backups::{
-    self as plan, BackupPlan, BackupSet, MAX_STATUS_ENTRIES, RestoreRequest, StateCopy,
+    self as plan, BackupPlan, BackupSet, MAX_STATUS_ENTRIES, RestoreRequest, RestoreTarget,
+    StateCopy,
 };
 use crate::state::reader::{StateError, StateSummary};
 
 /// How soon a pass tries again a backup that failed on an API error.
 pub const BACKUP_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The backup a requested restore pushes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestoreTarget {
-    pub serial: u64,
-    pub set: String,
-    pub chunk_names: Vec<String>,
-    /// The inputs hash the backed-up state was applied from ("" if none).
-    pub inputs_hash: String,
-    pub resources: u32,
-}
-
-impl RestoreTarget {
-    fn of(set: &BackupSet) -> Self {
-        RestoreTarget {
-            serial: set.serial,
-            set: set.name.clone(),
-            chunk_names: set.chunk_names.clone(),
-            inputs_hash: set.inputs_hash.clone().unwrap_or_default(),
-            resources: set.resources,
-        }
-    }
-}
 
 /// `status.stateBackups`: the complete sets, newest first.
 fn status_entries(sets: &[BackupSet]) -> serde_json::Value {

@@ -10,7 +10,6 @@ use kube::runtime::controller::Action;
 use serde_json::Value;
 
 use super::job_start::{StartConfig, StartOutcome, StartRequest, execute_start, plan_start};
-use super::next_op::last_success;
 use super::open_pass::OpenPass;
 use super::pass;
 use super::pass_conditions::set_ready;
@@ -18,6 +17,7 @@ use super::status::Draft;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::{ACTIVE_JOB_REQUEUE, Decision, Op, Reason};
+use crate::engine::history::last_success;
 use crate::engine::history::{JobRecord, Outcome};
 use crate::engine::job_conditions::ConditionValue;
 
@@ -74,7 +74,7 @@ pub async fn close<K: Workload>(
     let provisioned = provisioned_in(&p.draft, obj.provisioned());
     let pool = p.pool();
     set_ready(&mut p.draft, provisioned, pool);
-    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::status_patch::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
     export_gauges(ctx, obj, p);
     if p.active.is_none() && !p.deleting() {
         // Nothing runs: the resyncs until `requeue` may stand on this pass.
@@ -359,7 +359,7 @@ pub async fn retain_and_release<K: Workload>(
     if racing_holder(ctx, obj, p).await?.is_some() {
         return close(ctx, obj, p, Some(RACE_REQUEUE)).await;
     }
-    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::status_patch::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
     let kept = super::retain::retain(ctx, obj).await?;
     let ns = obj.namespace().unwrap_or_default();
     pass::event(
@@ -395,7 +395,7 @@ pub async fn release_after_destroy<K: Workload>(
     }
     // The status goes first so the bookkept marks land; the object may be
     // gone right after the finalizer.
-    pass::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::status_patch::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
     super::cleanup::cleanup(ctx, obj).await?;
     let ns = obj.namespace().unwrap_or_default();
     let destroyed_by = p

@@ -37,12 +37,12 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let queue = ctx.metrics.queue(CONTROLLER, concurrency);
     Controller::new(
         Api::<TerraformClusterIdentity>::all(ctx.client.clone()),
-        super::controllers::primary_watch(&ctx),
+        super::controller_runtime::primary_watch(&ctx),
     )
-    .with_config(super::controllers::controller_config(concurrency))
+    .with_config(super::controller_runtime::controller_config(concurrency))
     .graceful_shutdown_on(shutdown)
     .run(
-        super::controllers::instrumented(CONTROLLER, queue, reconcile_identity),
+        super::controller_runtime::instrumented(CONTROLLER, queue, reconcile_identity),
         identity_error,
         ctx,
     )

@@ -54,7 +54,7 @@ pub struct StartRequest {
     /// the Job releases it (`--force-unlock`) before its work.
     pub force_unlock: Option<String>,
     /// Restore: the backup the Job pushes.
-    pub restore: Option<super::backups::RestoreTarget>,
+    pub restore: Option<crate::state::backups::RestoreTarget>,
     /// Warning events (reason, note) the start announces with its Job.
     pub warnings: Vec<(&'static str, String)>,
 }

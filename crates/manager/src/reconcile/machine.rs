@@ -5,81 +5,23 @@ use std::time::{Duration, SystemTime};
 
 use captf_api::common::DeletionPolicy;
 use captf_api::names::{annotations, kinds};
-use captf_api::{TerraformCluster, TerraformMachine, effective};
+use captf_api::{TerraformMachine, effective};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
+use super::dependencies::{MachineDependencies, read_machine_dependencies};
 use super::ending;
 use super::machine_pass;
 use super::open_pass;
 use super::opening;
 use super::quiet;
-use super::routing::Dependent;
 use super::settings;
 use super::settings::PassSettings;
-use super::watches;
 use super::workload::Workload;
 use super::{Context, Error};
-use crate::adapters::gates::BootstrapSecret;
+use crate::adapters::cluster_name_label;
 use crate::adapters::machine as adapter;
-use crate::adapters::pool::terraform_cluster_name;
-use crate::adapters::{capi_owner_ref, cluster_name_label};
-use crate::capi::{self, Cluster, Machine};
-
-/// What the machine's dependencies read.
-pub struct Deps {
-    pub machine: Option<Machine>,
-    pub cluster: Option<Cluster>,
-    pub tc: Option<TerraformCluster>,
-    pub bootstrap: Option<BootstrapSecret>,
-}
-
-fn dependent(obj: &TerraformMachine) -> Dependent {
-    Dependent {
-        kind: kinds::TERRAFORM_MACHINE,
-        namespace: obj.namespace().unwrap_or_default(),
-        name: obj.name_any(),
-    }
-}
-
-/// Reads the Machine, Cluster, TerraformCluster and bootstrap data from the
-/// controller's caches, recording each as a dependency first. A provisioned
-/// machine never reads its bootstrap data again: its inputs are pinned.
-async fn dependencies(ctx: &Context, obj: &TerraformMachine) -> Result<Deps, Error> {
-    let stores = ctx
-        .machine_stores
-        .get()
-        .expect("the machine controller sets its stores before its first pass");
-    stores.ready().await;
-    let ns = obj.namespace().unwrap_or_default();
-    let machine = capi_owner_ref(&obj.metadata, capi::MACHINE_KIND)
-        .and_then(|r| watches::get(&stores.owners, &capi::machine_resource(), &ns, &r.name))
-        .and_then(|d| Machine::from_dynamic(&d).ok());
-    let cluster = cluster_name_label(&obj.metadata)
-        .and_then(|name| watches::get(&stores.clusters, &capi::cluster_resource(), &ns, name))
-        .and_then(|d| Cluster::from_dynamic(&d).ok());
-    let tc_name = cluster.as_ref().and_then(terraform_cluster_name);
-    let bootstrap = machine
-        .as_ref()
-        .and_then(|m| m.spec.bootstrap.data_secret_name.as_deref());
-    ctx.dependents.record(
-        dependent(obj),
-        super::pool::dependencies_of(obj, tc_name, bootstrap),
-    );
-    let tc = tc_name.and_then(|name| watches::get(&stores.terraform_clusters, &(), &ns, name));
-    let bootstrap_name = machine
-        .as_ref()
-        .filter(|_| !obj.provisioned())
-        .and_then(|m| m.spec.bootstrap.data_secret_name.clone());
-    let bootstrap =
-        super::pool::bootstrap_data(ctx, stores, &ns, bootstrap_name.as_deref()).await?;
-    Ok(Deps {
-        machine,
-        cluster,
-        tc,
-        bootstrap,
-    })
-}
+use crate::capi::Cluster;
 
 /// The machine's settings for the shared stages: immutable, drift reported
 /// only, a refresh after an apply without a definite reading, and health
@@ -87,7 +29,7 @@ async fn dependencies(ctx: &Context, obj: &TerraformMachine) -> Result<Deps, Err
 fn settings(
     ctx: &Context,
     obj: &TerraformMachine,
-    deps: &Deps,
+    deps: &MachineDependencies,
 ) -> (PassSettings, effective::EffectiveMachine) {
     let eff = effective::machine(
         &obj.spec,
@@ -126,7 +68,7 @@ pub async fn reconcile(obj: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<
     let ctx = &*ctx;
     let now = SystemTime::now();
     let ns = obj.namespace().unwrap_or_default();
-    let deps = dependencies(ctx, obj).await?;
+    let deps = read_machine_dependencies(ctx, obj).await?;
     let (settings, eff) = settings(ctx, obj, &deps);
     if let Some(action) = quiet::resync(ctx, obj, settings.identity.as_ref()).await? {
         return Ok(action);

@@ -21,10 +21,10 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::json;
 
+use super::dependencies::MachineDependencies;
 use super::effects::{self, OwnedEffect};
 use super::ending::{self, PassEnding};
 use super::inputs_applied;
-use super::machine::Deps;
 use super::machine_outputs;
 use super::next_op::{self, DecidedEnding};
 use super::open_pass::OpenPass;
@@ -78,7 +78,7 @@ pub async fn fetch(
     ctx: &Context,
     obj: &TerraformMachine,
     p: &mut OpenPass,
-    deps: &Deps,
+    deps: &MachineDependencies,
 ) -> Result<MachineSnapshot, Error> {
     let stored = stored::read_stored(ctx, obj, p).await?;
     let building = !obj.provisioned() && !p.deleting();
@@ -124,7 +124,7 @@ struct OutputsRead {
 pub fn plan(
     obj: &TerraformMachine,
     p: &mut OpenPass,
-    deps: &Deps,
+    deps: &MachineDependencies,
     snap: &MachineSnapshot,
     policy: &Policy,
     now: SystemTime,
@@ -259,7 +259,7 @@ fn durable_inputs_missing(obj: &TerraformMachine) -> ConditionValue {
 fn plan_outputs(
     obj: &TerraformMachine,
     p: &mut OpenPass,
-    deps: &Deps,
+    deps: &MachineDependencies,
     read: &Result<StateSummary, StateError>,
     policy: &Policy,
     effects: &mut Vec<MachineEffect>,
@@ -359,7 +359,7 @@ fn new_sample(p: &OpenPass, definite: bool) -> bool {
 fn plan_health(
     obj: &TerraformMachine,
     p: &mut OpenPass,
-    deps: &Deps,
+    deps: &MachineDependencies,
     plan: &machine_outputs::OutputsPlan,
     policy: &Policy,
     effects: &mut Vec<MachineEffect>,
@@ -432,7 +432,7 @@ fn plan_health(
 fn plan_inputs(
     obj: &TerraformMachine,
     p: &mut OpenPass,
-    deps: &Deps,
+    deps: &MachineDependencies,
     snap: &MachineSnapshot,
 ) -> Option<Rendered> {
     let (Some(machine), Some(cluster)) = (&deps.machine, &deps.cluster) else {

@@ -331,11 +331,11 @@ pub async fn run(
     let concurrency = ctx.config.concurrency.machine_templates;
     let queue = ctx.metrics.queue(CONTROLLER, concurrency);
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
-    Controller::new(api, super::controllers::primary_watch(&ctx))
+    Controller::new(api, super::controller_runtime::primary_watch(&ctx))
         .with_config(config)
         .graceful_shutdown_on(shutdown)
         .run(
-            super::controllers::instrumented(CONTROLLER, queue, reconcile),
+            super::controller_runtime::instrumented(CONTROLLER, queue, reconcile),
             error_policy,
             ctx,
         )

@@ -7,8 +7,10 @@ pub mod bookkeeping;
 pub mod cleanup;
 pub mod cluster;
 pub mod cluster_pass;
+pub mod controller_runtime;
 pub mod controllers;
 pub mod credentials;
+pub mod dependencies;
 pub mod effects;
 pub mod ending;
 pub mod ensured;
@@ -45,7 +47,10 @@ pub mod settings;
 mod shared_sources;
 pub mod slots;
 pub mod status;
+pub mod status_patch;
 pub mod stored;
+#[cfg(test)]
+mod structure_tests;
 pub mod variables;
 pub mod watches;
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::engine::decide::{
     self, Action as Decided, ApplyGate, DecideInput, Decision, DriftView, Op, Reason, RefreshView,
     StateView,
 };
-use crate::engine::history::{self, JobRecord, Outcome};
+use crate::engine::history::{self, last_success};
 use crate::engine::job_conditions::ConditionValue;
 use crate::records::{InputsRecord, RecordMeta};
 use crate::state::reader::{StateError, StateSummary};
@@ -38,14 +38,6 @@ fn status_time<K: Workload>(obj: &K, draft: &Draft, key: &str) -> Option<SystemT
         _ => None,
     };
     t.map(system_time)
-}
-
-pub(super) fn last_success(records: &[JobRecord], op: Op) -> Option<SystemTime> {
-    records
-        .iter()
-        .filter(|r| r.op == op && r.outcome == Outcome::Succeeded)
-        .filter_map(|r| r.finished)
-        .max()
 }
 
 /// `ApplyJobSucceeded` of an object that has no apply of its own yet but

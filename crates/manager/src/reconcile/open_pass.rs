@@ -9,9 +9,15 @@ use super::bookkeeping::Bookkept;
 use super::pass::Loaded;
 use super::settings::PassSettings;
 use super::status::Draft;
-use super::stored::Records;
 use crate::engine::history::JobRecord;
+use crate::records::InputsRecord;
 use crate::state::reader::{StateError, StateSummary};
+
+/// The object's two inputs records, read together.
+pub struct Records {
+    pub applied: Option<InputsRecord>,
+    pub attempt: Option<InputsRecord>,
+}
 
 /// A pass past the preamble: its status draft, the object's Jobs and what
 /// bookkeeping made of them, and what the opening stages learned.
@@ -35,7 +41,7 @@ pub struct OpenPass {
     pub unconfirmed_apply: Option<String>,
     /// The backup a `captf.io/restore-state` request asks to restore (set
     /// when the state is read).
-    pub restore: Option<super::backups::RestoreTarget>,
+    pub restore: Option<crate::state::backups::RestoreTarget>,
     /// A write of this pass's fetch stage failed and is tried again by a
     /// pass this soon (whatever the plan's own requeue).
     pub retry_after: Option<Duration>,

@@ -16,7 +16,6 @@ use super::pass_conditions::{deleting_condition, paused_condition, set_ready};
 use super::runner_access::ensure_runner;
 use super::settings::{PassSettings, bookkeeping_policy};
 use super::status::Draft;
-use super::stored::Records;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::dependencies_ready;
@@ -43,7 +42,7 @@ pub async fn open<K: Workload>(
     let mut early_records = None;
     let (nothing_to_destroy, nothing_to_clean_up) = if deleting {
         let read = pass::state(ctx, obj).await?;
-        let records = Records::read(ctx, obj).await?;
+        let records = super::stored::read_records(ctx, obj).await?;
         let left = crate::engine::leftovers::Leftovers {
             jobs: !loaded.jobs.is_empty(),
             state: !matches!(read, Err(StateError::NotFound)),
@@ -107,7 +106,7 @@ pub async fn open<K: Workload>(
             }
             draft.set(conditions::DELETING, &deleting_condition(deleting, false));
             set_ready(&mut draft, obj.provisioned(), pool);
-            pass::finish(ctx, obj, &draft, &[]).await?;
+            super::status_patch::finish(ctx, obj, &draft, &[]).await?;
             return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
         }
         Preamble::Paused | Preamble::Proceed => {}
@@ -144,7 +143,7 @@ pub async fn open<K: Workload>(
                 let booked =
                     bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
                 set_ready(&mut draft, obj.provisioned(), pool);
-                pass::finish(ctx, obj, &draft, &booked.marks).await?;
+                super::status_patch::finish(ctx, obj, &draft, &booked.marks).await?;
                 return Ok(Opening::Done(Action::requeue(Duration::from_secs(15))));
             }
         }
@@ -163,7 +162,7 @@ pub async fn open<K: Workload>(
                 let booked =
                     bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
                 set_ready(&mut draft, obj.provisioned(), pool);
-                pass::finish(ctx, obj, &draft, &booked.marks).await?;
+                super::status_patch::finish(ctx, obj, &draft, &booked.marks).await?;
                 return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
             }
         }
@@ -337,6 +336,6 @@ async fn retained_elsewhere<K: Workload>(
     );
     draft.set(conditions::DELETING, &deleting_condition(false, false));
     set_ready(draft, obj.provisioned(), pool);
-    pass::finish(ctx, obj, draft, &[]).await?;
+    super::status_patch::finish(ctx, obj, draft, &[]).await?;
     Ok(Some(Action::requeue(Duration::from_secs(60))))
 }

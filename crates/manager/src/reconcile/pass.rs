@@ -1,7 +1,8 @@
 //! The stages every Job-running kind shares: loading its Jobs, reading
-//! state, block-move, stuck Jobs, finalizers, the plan key, and the
-//! end-of-pass status patch followed by the bookkept marks. Bookkeeping is
-//! in `bookkeeping.rs`, the Job start in `job_start.rs`.
+//! state, block-move, stuck Jobs, finalizers, the plan key, and the pass's
+//! writes to its own object. The end-of-pass status patch is in
+//! `status_patch.rs`, bookkeeping in `bookkeeping.rs`, the Job start in
+//! `job_start.rs`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -16,14 +17,12 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::bookkeeping::Mark;
-use super::status::Draft;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::Op;
 use crate::engine::history::{JobRecord, Outcome};
 use crate::engine::job_conditions::ConditionValue;
-use crate::io::jobs::{jobs_selector, mark_bookkept, observe_jobs};
+use crate::io::jobs::{jobs_selector, observe_jobs};
 use crate::io::leases::release_if_held;
 use crate::io::state::read_state;
 use crate::jobs::observe::ObservedJob;
@@ -246,17 +245,13 @@ pub async fn patch_own<K: Workload>(
     Ok(())
 }
 
-fn written_key<K: Workload>(obj: &K) -> String {
-    super::quiet::key(
-        K::KIND.kind(),
-        &obj.namespace().unwrap_or_default(),
-        &obj.name_any(),
-    )
+pub(super) fn written_key<K: Workload>(obj: &K) -> String {
+    super::workload::object_key_of(obj)
 }
 
 /// A write of this pass to its own object returned `after`: the status
 /// patch that ends the pass expects its resourceVersion.
-fn wrote<K: Workload>(ctx: &Context, after: &K) {
+pub(super) fn wrote<K: Workload>(ctx: &Context, after: &K) {
     if let Some(rv) = after.meta().resource_version.clone() {
         ctx.written.set(written_key(after), rv);
     }
@@ -362,79 +357,6 @@ pub async fn run_lease_holder<K: Workload>(
     let name = run_lease_name(&state_suffix(K::KIND, &ns, &obj.name_any()));
     let now = std::time::SystemTime::now();
     Ok(crate::io::leases::live_holder(&ctx.client, &ns, &name, now).await?)
-}
-
-/// Writes the status, then marks the Jobs it accounted for as bookkept.
-pub async fn finish<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    draft: &Draft,
-    marks: &[Mark],
-) -> Result<(), Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let current = serde_json::to_value(obj)
-        .ok()
-        .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
-        .unwrap_or(serde_json::Value::Null);
-    // A quiet pass writes nothing: the patch goes only when it changes
-    // something.
-    if !draft.unchanged_from(&current) {
-        let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-        let mut patch = draft.patch();
-        // Conditional on the version this pass read or last wrote: a
-        // status computed from a cache older than that is refused (409)
-        // and the pass runs again.
-        let expected = ctx
-            .written
-            .get(&written_key(obj))
-            .or_else(|| obj.meta().resource_version.clone());
-        if let Some(rv) = expected {
-            patch["metadata"] = json!({"resourceVersion": rv});
-        }
-        let announced = crate::engine::transitions::transition_events(
-            |t| obj.condition(t),
-            &draft.conditions(),
-        );
-        let after = api
-            .patch_status(
-                &obj.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
-        wrote(ctx, &after);
-        // Once the change is written: a refused patch announces nothing,
-        // and the pass that writes it does.
-        for e in announced {
-            event(ctx, obj, e.warning, e.reason, "Reconcile", e.note).await;
-        }
-    }
-    for m in marks {
-        for e in &m.events {
-            event(ctx, obj, e.warning, &e.reason, &e.action, e.note.clone()).await;
-        }
-        if let Some(c) = &m.counted {
-            let error = c
-                .error
-                .as_ref()
-                .map(|(kind, step)| crate::metrics::JobError {
-                    kind,
-                    step: step.as_deref(),
-                });
-            ctx.metrics
-                .job_finished(K::KIND.kind(), c.op, c.result, c.duration, error);
-            ctx.metrics.job_report(K::KIND.kind(), c.op, &c.report);
-        }
-        if let Some(result) = m.restore_result {
-            ctx.metrics.state_restore(K::KIND.kind(), result);
-        }
-        if let Err(e) =
-            mark_bookkept(&ctx.client, &ns, &m.job, m.outcome, m.plan_hash.as_deref()).await
-        {
-            tracing::warn!(job = m.job, error = %e, "could not mark a Job bookkept; it is read again next pass");
-        }
-    }
-    Ok(())
 }
 
 /// Makes sure the object carries its finalizer (ends the pass when added).

@@ -18,6 +18,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::json;
 
+use super::dependencies::PoolDependencies;
 use super::effects::{self, OwnedEffect};
 use super::ending::{self, PassEnding};
 use super::exports::{self, Built, ExportsGuard};
@@ -26,7 +27,6 @@ use super::next_op::{self, DecidedEnding};
 use super::open_pass::OpenPass;
 use super::pass;
 use super::pass_conditions;
-use super::pool::Deps;
 use super::pool_outputs;
 use super::rendered::Rendered;
 use super::stored;
@@ -59,7 +59,7 @@ pub async fn fetch(
     ctx: &Context,
     obj: &TerraformMachinePool,
     p: &mut OpenPass,
-    deps: &Deps,
+    deps: &PoolDependencies,
 ) -> Result<PoolSnapshot, Error> {
     let stored = stored::read_stored(ctx, obj, p).await?;
     let ns = obj.namespace().unwrap_or_default();
@@ -100,7 +100,7 @@ struct OutputsRead {
 pub fn plan(
     obj: &TerraformMachinePool,
     p: &mut OpenPass,
-    deps: &Deps,
+    deps: &PoolDependencies,
     snap: &PoolSnapshot,
     now: SystemTime,
 ) -> Result<PoolPlan, Error> {
@@ -220,7 +220,7 @@ fn plan_outputs(
 /// MachinePool.
 fn plan_write_back(
     p: &mut OpenPass,
-    deps: &Deps,
+    deps: &PoolDependencies,
     observed: Option<i32>,
     effects: &mut Vec<PoolEffect>,
 ) {
@@ -250,7 +250,7 @@ fn plan_write_back(
 fn plan_inputs(
     obj: &TerraformMachinePool,
     p: &mut OpenPass,
-    deps: &Deps,
+    deps: &PoolDependencies,
     snap: &PoolSnapshot,
 ) -> Option<Built> {
     let (Some(mp), Some(cluster)) = (&deps.mp, &deps.cluster) else {

@@ -44,7 +44,7 @@ fn machine_pool(annotations: Value) -> capi::MachinePool {
     .unwrap()
 }
 
-fn deps(tc: bool, mp_annotations: Value) -> Deps {
+fn deps(tc: bool, mp_annotations: Value) -> PoolDependencies {
     let cluster: capi::Cluster = serde_json::from_value(json!({
         "metadata": {"name": "prod", "namespace": NS, "uid": "uid-prod"},
         "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": "prod"}},
@@ -59,7 +59,7 @@ fn deps(tc: bool, mp_annotations: Value) -> Deps {
         }))
         .unwrap()
     });
-    Deps {
+    PoolDependencies {
         mp: Some(machine_pool(mp_annotations)),
         cluster: Some(cluster),
         tc,
@@ -118,7 +118,7 @@ fn snapshot(read: Result<StateSummary, StateError>, sources: VariableSources) ->
     }
 }
 
-fn open_pass(obj: &TerraformMachinePool, deps: &Deps, now: SystemTime) -> OpenPass {
+fn open_pass(obj: &TerraformMachinePool, deps: &PoolDependencies, now: SystemTime) -> OpenPass {
     let eff = effective::machine_pool(
         &obj.spec,
         deps.tc.as_ref().map(|t| &t.spec),
@@ -153,7 +153,11 @@ fn open_pass(obj: &TerraformMachinePool, deps: &Deps, now: SystemTime) -> OpenPa
 }
 
 /// One whole pass: the plan and the draft it left.
-fn run(obj: &TerraformMachinePool, deps: &Deps, snap: &PoolSnapshot) -> (PoolPlan, Draft) {
+fn run(
+    obj: &TerraformMachinePool,
+    deps: &PoolDependencies,
+    snap: &PoolSnapshot,
+) -> (PoolPlan, Draft) {
     let now = SystemTime::now();
     let mut p = open_pass(obj, deps, now);
     let plan = plan(obj, &mut p, deps, snap, now).expect("the plan");
@@ -173,7 +177,7 @@ fn started(plan: &PoolPlan) -> Option<(Op, &StartRequest)> {
 
 /// The inputs hash an apply of the current inputs records (what a
 /// converged state carries).
-fn current_hash(obj: &TerraformMachinePool, deps: &Deps) -> String {
+fn current_hash(obj: &TerraformMachinePool, deps: &PoolDependencies) -> String {
     // The first pass of the same spec (its status plays no part in inputs).
     let mut first = obj.clone();
     first.status = None;

@@ -24,7 +24,7 @@ use kube::runtime::controller::Action;
 use super::credentials::{self, Verdict};
 use super::routing::{self, Fingerprint};
 use super::status::Draft;
-use super::workload::Workload;
+use super::workload::{Workload, object_key_of};
 use super::{Context, Error};
 
 /// How long one quiet pass may stand in for full ones: a resync after that
@@ -121,18 +121,6 @@ pub fn memo(sync_period: Duration) -> QuietPasses {
     }
 }
 
-pub fn key(kind: &str, namespace: &str, name: &str) -> String {
-    format!("{kind}/{namespace}/{name}")
-}
-
-fn key_of<K: Workload>(obj: &K) -> String {
-    key(
-        K::KIND.kind(),
-        &obj.namespace().unwrap_or_default(),
-        &obj.name_any(),
-    )
-}
-
 /// A pass ended with no Job running: the resyncs until `requeue` may
 /// stand on it.
 pub fn settle<K: Workload>(
@@ -148,14 +136,14 @@ pub fn settle<K: Workload>(
         due: requeue.map(|r| now + r),
         credentials,
     };
-    let settled = ctx.quiet.settle(&key_of(obj), entry, now);
-    tracing::debug!(key = %key_of(obj), settled, ?requeue, "settled");
+    let settled = ctx.quiet.settle(&object_key_of(obj), entry, now);
+    tracing::debug!(key = %object_key_of(obj), settled, ?requeue, "settled");
 }
 
 /// A full pass begins: whatever it ends with replaces the entry, and an
 /// error leaves none.
 pub fn unsettle<K: Workload>(ctx: &Context, obj: &K) {
-    ctx.quiet.begin(key_of(obj));
+    ctx.quiet.begin(object_key_of(obj));
     super::pass::begin_writes(ctx, obj);
 }
 
@@ -185,7 +173,7 @@ pub async fn resync<K: Workload>(
     identity: Option<&IdentityReference>,
 ) -> Result<Option<Action>, Error> {
     let now = Instant::now();
-    let Some(entry) = ctx.quiet.settled(&key_of(obj), now) else {
+    let Some(entry) = ctx.quiet.settled(&object_key_of(obj), now) else {
         return Ok(None);
     };
     if !stands(&entry, obj, now) {
@@ -199,7 +187,7 @@ pub async fn resync<K: Workload>(
             return Ok(None);
         }
     }
-    tracing::debug!(key = %key_of(obj), "resync answered by the settled pass");
+    tracing::debug!(key = %object_key_of(obj), "resync answered by the settled pass");
     ctx.quiet_passes.count(
         K::KIND.kind(),
         &obj.namespace().unwrap_or_default(),

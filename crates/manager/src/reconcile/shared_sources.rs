@@ -22,7 +22,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::Context;
-use super::controllers::{api, dyn_api};
+use super::controller_runtime::{api, dyn_api};
 use super::routing::{self, ChangeFilter};
 use super::watches::{self, Feed, OwnerStores, Tally};
 use crate::capi;

@@ -4,7 +4,7 @@
 use captf_api::names::{annotations, conditions, events, reasons};
 use kube::ResourceExt;
 
-use super::open_pass::OpenPass;
+use super::open_pass::{OpenPass, Records};
 use super::pass::{self};
 use super::workload::Workload;
 use super::{Context, Error};
@@ -42,18 +42,11 @@ pub async fn attempt_record<K: Workload>(
 }
 
 /// The object's two inputs records, read together.
-pub struct Records {
-    pub applied: Option<InputsRecord>,
-    pub attempt: Option<InputsRecord>,
-}
-
-impl Records {
-    pub(super) async fn read<K: Workload>(ctx: &Context, obj: &K) -> Result<Self, Error> {
-        Ok(Records {
-            applied: applied_record(ctx, obj).await?,
-            attempt: attempt_record(ctx, obj).await?,
-        })
-    }
+pub(super) async fn read_records<K: Workload>(ctx: &Context, obj: &K) -> Result<Records, Error> {
+    Ok(Records {
+        applied: applied_record(ctx, obj).await?,
+        attempt: attempt_record(ctx, obj).await?,
+    })
 }
 
 /// What a pass reads of the object's state and durable inputs.
@@ -86,7 +79,7 @@ pub async fn read_stored<K: Workload>(
         mut attempt,
     } = match p.early_records.take() {
         Some(records) => records,
-        None => Records::read(ctx, obj).await?,
+        None => read_records(ctx, obj).await?,
     };
     let ever_applied = obj.provisioned() || applied.is_some();
     let mut unconfirmed = InputsRecord::unconfirmed_in_force(attempt.as_ref(), applied.as_ref());

@@ -116,3 +116,18 @@ impl Workload for TerraformMachine {
             .unwrap_or_default()
     }
 }
+
+/// The key an object goes by in the manager's own memos (quiet resyncs,
+/// its last write): `kind/namespace/name`.
+pub fn object_key(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
+}
+
+/// [`object_key`] of a workload object.
+pub fn object_key_of<K: Workload>(obj: &K) -> String {
+    object_key(
+        K::KIND.kind(),
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+    )
+}

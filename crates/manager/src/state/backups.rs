@@ -65,6 +65,29 @@ pub struct BackupSet {
     pub resources: u32,
 }
 
+/// The backup a requested restore pushes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreTarget {
+    pub serial: u64,
+    pub set: String,
+    pub chunk_names: Vec<String>,
+    /// The inputs hash the backed-up state was applied from ("" if none).
+    pub inputs_hash: String,
+    pub resources: u32,
+}
+
+impl RestoreTarget {
+    pub fn of(set: &BackupSet) -> Self {
+        RestoreTarget {
+            serial: set.serial,
+            set: set.name.clone(),
+            chunk_names: set.chunk_names.clone(),
+            inputs_hash: set.inputs_hash.clone().unwrap_or_default(),
+            resources: set.resources,
+        }
+    }
+}
+
 /// Groups chunks into sets, newest first (by time taken, then serial).
 pub fn sets(chunks: &[BackupChunk]) -> Vec<BackupSet> {
     let mut by_set: BTreeMap<&str, Vec<&BackupChunk>> = BTreeMap::new();
