@@ -23,6 +23,33 @@ impl ConditionStatus {
     }
 }
 
+impl FromStr for ConditionStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "True" => Ok(ConditionStatus::True),
+            "False" => Ok(ConditionStatus::False),
+            "Unknown" => Ok(ConditionStatus::Unknown),
+            other => Err(format!(
+                "condition status {other:?} is not True, False or Unknown"
+            )),
+        }
+    }
+}
+
+impl PartialEq<&str> for ConditionStatus {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<ConditionStatus> for String {
+    fn eq(&self, other: &ConditionStatus) -> bool {
+        self == other.as_str()
+    }
+}
+
 /// The closed set of `health.state` values, in the contract's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum HealthState {

@@ -152,7 +152,7 @@ pub fn locked_condition(
         }
     };
     crate::engine::job_conditions::ConditionValue {
-        status: "False",
+        status: crate::engine::job_conditions::ConditionStatus::False,
         reason: captf_api::names::reasons::STATE_LOCKED,
         message: format!(
             "the state lock is held by {} (operation {}, since {}), not by a runner of this object; \
@@ -448,7 +448,7 @@ mod tests {
             "team-a",
             "lock-tfstate-default-x",
         );
-        assert_eq!((v.status, v.reason), ("False", "StateLocked"));
+        assert_eq!((v.status.as_str(), v.reason), ("False", "StateLocked"));
         assert!(v.message.contains("alice@ws"), "{}", v.message);
         assert!(v.message.contains("since unknown"), "{}", v.message);
         assert!(

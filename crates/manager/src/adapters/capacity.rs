@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
 use super::condition;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
 pub const CAPACITY_LABEL: &str = "io.captf.capacity";
 pub const NODE_INFO_LABEL: &str = "io.captf.node-info";
@@ -139,22 +139,26 @@ pub fn resolve(
         None => (label_capacity, CapacitySourceKind::Image),
     };
     let capacity_resolved = if !invalid.is_empty() {
-        condition("False", reasons::CAPACITY_LABEL_INVALID, invalid.join("; "))
+        condition(
+            ConditionStatus::False,
+            reasons::CAPACITY_LABEL_INVALID,
+            invalid.join("; "),
+        )
     } else if v.spec_capacity.is_some() {
         condition(
-            "True",
+            ConditionStatus::True,
             reasons::CAPACITY_RESOLVED,
             "capacity from spec.capacity",
         )
     } else if declared {
         condition(
-            "True",
+            ConditionStatus::True,
             reasons::CAPACITY_RESOLVED,
             format!("capacity from the labels of {}", v.image),
         )
     } else {
         condition(
-            "True",
+            ConditionStatus::True,
             reasons::CAPACITY_NOT_DECLARED,
             format!(
                 "{} carries neither {CAPACITY_LABEL} nor {NODE_INFO_LABEL}",
@@ -188,7 +192,7 @@ fn not_inspected(
         InspectError::Failed(_) => "the registry could not be read".to_owned(),
     };
     let variables_valid = condition(
-        "Unknown",
+        ConditionStatus::Unknown,
         reasons::VARIABLES_SCHEMA_UNAVAILABLE,
         format!("image not inspected ({class})"),
     );
@@ -201,7 +205,7 @@ fn not_inspected(
                 image: None,
             }),
             capacity_resolved: condition(
-                "True",
+                ConditionStatus::True,
                 reasons::CAPACITY_RESOLVED,
                 format!("image not inspected ({class}); capacity from spec.capacity"),
             ),
@@ -213,7 +217,7 @@ fn not_inspected(
             node_info: previous.node_info.clone(),
             capacity_source: previous.capacity_source.clone(),
             capacity_resolved: condition(
-                "False",
+                ConditionStatus::False,
                 reasons::IMAGE_INSPECT_FAILED,
                 format!("image {} not inspected: {class}", v.image),
             ),
@@ -242,7 +246,7 @@ fn json_type_fits(t: &str, value: &Value) -> bool {
 pub fn variables_valid(schema: Option<&String>, variables: &TemplateVariables) -> ConditionValue {
     let not_declared = || {
         condition(
-            "True",
+            ConditionStatus::True,
             reasons::VARIABLES_SCHEMA_NOT_DECLARED,
             "the image declares no usable variables schema",
         )
@@ -256,10 +260,18 @@ pub fn variables_valid(schema: Option<&String>, variables: &TemplateVariables) -
     let vars = match variables {
         TemplateVariables::Merged(vars) => vars,
         TemplateVariables::SourcePending(m) => {
-            return condition("Unknown", reasons::VARIABLES_SOURCE_PENDING, m.clone());
+            return condition(
+                ConditionStatus::Unknown,
+                reasons::VARIABLES_SOURCE_PENDING,
+                m.clone(),
+            );
         }
         TemplateVariables::Rejected(m) => {
-            return condition("False", reasons::VARIABLES_REJECTED, m.clone());
+            return condition(
+                ConditionStatus::False,
+                reasons::VARIABLES_REJECTED,
+                m.clone(),
+            );
         }
     };
     let mut problems = Vec::new();
@@ -293,12 +305,16 @@ pub fn variables_valid(schema: Option<&String>, variables: &TemplateVariables) -
     }
     if problems.is_empty() {
         condition(
-            "True",
+            ConditionStatus::True,
             reasons::VARIABLES_VALID,
             "the variables fit the image's schema",
         )
     } else {
-        condition("False", reasons::VARIABLES_REJECTED, problems.join("; "))
+        condition(
+            ConditionStatus::False,
+            reasons::VARIABLES_REJECTED,
+            problems.join("; "),
+        )
     }
 }
 

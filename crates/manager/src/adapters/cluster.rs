@@ -15,7 +15,7 @@ use super::{
     OwnerDecision, annotation, back_reference_checks, capi_owner_ref, condition, names_captf_kind,
 };
 use crate::capi::{self, Cluster};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
 pub use captf_api::names::annotations::{ENDPOINT_SOURCE_MODULE, ENDPOINT_SOURCE_USER};
 
@@ -25,14 +25,14 @@ pub use captf_api::names::annotations::{ENDPOINT_SOURCE_MODULE, ENDPOINT_SOURCE_
 pub fn owner(object: &ObjectMeta, cluster: Option<&Cluster>) -> OwnerDecision {
     let Some(owner_ref) = capi_owner_ref(object, capi::CLUSTER_KIND) else {
         return OwnerDecision::missing(
-            "Unknown",
+            ConditionStatus::Unknown,
             reasons::WAITING_FOR_OWNER,
             "no Cluster references this TerraformCluster yet",
         );
     };
     let Some(cluster) = cluster else {
         return OwnerDecision::missing(
-            "False",
+            ConditionStatus::False,
             reasons::OWNER_NOT_FOUND,
             format!("Cluster {} not found", owner_ref.name),
         );
@@ -246,12 +246,12 @@ pub fn writes(
             .or_else(|| spec_endpoint(object))
         {
             Some(e) => condition(
-                "True",
+                ConditionStatus::True,
                 reasons::ENDPOINT_AVAILABLE,
                 format!("control plane endpoint {}:{}", e.host, e.port),
             ),
             None => condition(
-                "False",
+                ConditionStatus::False,
                 reasons::WAITING_FOR_ENDPOINT,
                 "neither the module output nor Cluster.spec.controlPlaneEndpoint holds a valid endpoint",
             ),

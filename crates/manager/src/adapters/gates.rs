@@ -9,7 +9,7 @@ use captf_contract::inputs::{BootstrapData, BootstrapFormat};
 use captf_contract::outputs::ClusterOutputs;
 
 use super::{annotation, condition};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
 /// What the caller could read of the cluster's state.
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +43,7 @@ pub const STATE_UNREADABLE: &str = "the TerraformCluster's state cannot be read"
 pub const NO_STATE_READ: &str = "no TerraformCluster state was read";
 
 pub(crate) fn waiting(reason: &'static str, message: impl Into<String>) -> ConditionValue {
-    condition("Unknown", reason, message)
+    condition(ConditionStatus::Unknown, reason, message)
 }
 
 /// The cluster's exports and failure-domain names, once its outputs can be

@@ -21,7 +21,7 @@ use super::{
     OwnerDecision, annotation, back_reference_checks, capi_owner_ref, condition, names_captf_kind,
 };
 use crate::capi::{self, Cluster, Machine};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
 /// Decides whether the owning Machine and the Cluster may be used.
 /// `machine` is the Machine the ownerReference names, as fetched (`None`:
@@ -40,13 +40,13 @@ pub fn owner(
             .is_some_and(|r| !r.is_empty());
         return if has_other_owners {
             OwnerDecision::missing(
-                "Unknown",
+                ConditionStatus::Unknown,
                 reasons::WAITING_FOR_OWNER_MACHINE,
                 "owned, but not by a Machine yet",
             )
         } else {
             OwnerDecision::missing(
-                "Unknown",
+                ConditionStatus::Unknown,
                 reasons::WAITING_FOR_OWNER,
                 "no Machine references this TerraformMachine yet",
             )
@@ -54,7 +54,7 @@ pub fn owner(
     };
     let Some(m) = machine else {
         return OwnerDecision::missing(
-            "False",
+            ConditionStatus::False,
             reasons::OWNER_NOT_FOUND,
             format!("Machine {} not found", owner_ref.name),
         );
@@ -240,20 +240,20 @@ pub fn sample(s: &Sample<'_>) -> Sampled {
             || matches!(s.previous_reason, Some(reasons::INSTANCE_TERMINATED));
         if again {
             super::condition(
-                "False",
+                ConditionStatus::False,
                 reasons::INSTANCE_TERMINATED,
                 "the provider_id output is missing in two consecutive samples; the instance is treated as terminated",
             )
         } else {
             super::condition(
-                "Unknown",
+                ConditionStatus::Unknown,
                 reasons::PROVIDER_ID_MISSING,
                 "the provider_id output is missing; one more missing sample treats the instance as terminated",
             )
         }
     } else {
         let c = module_health(s.health);
-        condition(c.status.as_str(), c.reason, c.message)
+        condition(c.status, c.reason, c.message)
     };
     let unhealthy_samples = match condition.reason {
         reasons::HEALTHY => None,

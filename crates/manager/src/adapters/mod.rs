@@ -17,11 +17,11 @@ use captf_api::names::{conditions, labels, reasons};
 use captf_contract::health::{Health, infrastructure_healthy as module_health};
 
 use crate::capi::{self, ObjectReference};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::engine::preamble::OwnerLookup;
 
 pub(crate) fn condition(
-    status: &'static str,
+    status: ConditionStatus,
     reason: &'static str,
     message: impl Into<String>,
 ) -> ConditionValue {
@@ -50,7 +50,7 @@ impl OwnerDecision {
         }
     }
 
-    fn missing(status: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+    fn missing(status: ConditionStatus, reason: &'static str, message: impl Into<String>) -> Self {
         OwnerDecision {
             lookup: OwnerLookup::Missing,
             condition: Some(condition(status, reason, message)),
@@ -60,7 +60,7 @@ impl OwnerDecision {
     fn gated(reason: &'static str, message: impl Into<String>) -> Self {
         OwnerDecision {
             lookup: OwnerLookup::Gated(reason),
-            condition: Some(condition("False", reason, message)),
+            condition: Some(condition(ConditionStatus::False, reason, message)),
         }
     }
 }
@@ -129,14 +129,14 @@ pub(crate) fn back_reference_checks(
 pub(crate) fn cluster_owner(object: &ObjectMeta, cluster: Option<&capi::Cluster>) -> OwnerDecision {
     let Some(cluster_name) = cluster_name_label(object) else {
         return OwnerDecision::missing(
-            "Unknown",
+            ConditionStatus::Unknown,
             reasons::WAITING_FOR_OWNER,
             format!("waiting for the {} label", labels::CLUSTER_NAME),
         );
     };
     let Some(cluster) = cluster else {
         return OwnerDecision::missing(
-            "False",
+            ConditionStatus::False,
             reasons::OWNER_NOT_FOUND,
             format!("Cluster {cluster_name} not found"),
         );
@@ -173,12 +173,12 @@ pub enum Provisioning {
 pub fn infrastructure_healthy(phase: Provisioning, health: Option<&Health>) -> ConditionValue {
     match phase {
         Provisioning::NotStarted => condition(
-            "Unknown",
+            ConditionStatus::Unknown,
             reasons::WAITING_FOR_PROVISIONING,
             "no apply has started yet",
         ),
         Provisioning::InProgress => condition(
-            "False",
+            ConditionStatus::False,
             reasons::PROVISIONING,
             match health {
                 Some(h) => format!("provisioning; module health reads {}", h.state),
@@ -187,7 +187,7 @@ pub fn infrastructure_healthy(phase: Provisioning, health: Option<&Health>) -> C
         ),
         Provisioning::Provisioned => {
             let c = module_health(health);
-            condition(c.status.as_str(), c.reason, c.message)
+            condition(c.status, c.reason, c.message)
         }
     }
 }
@@ -195,7 +195,7 @@ pub fn infrastructure_healthy(phase: Provisioning, health: Option<&Health>) -> C
 /// `DependenciesReady=True`.
 pub fn dependencies_ready() -> ConditionValue {
     condition(
-        "True",
+        ConditionStatus::True,
         reasons::DEPENDENCIES_READY,
         conditions::DEPENDENCIES_READY,
     )
@@ -247,7 +247,7 @@ mod tests {
         for (phase, health, status, reason) in cases {
             let c = infrastructure_healthy(phase, health);
             assert_eq!(
-                (c.status, c.reason),
+                (c.status.as_str(), c.reason),
                 (status, reason),
                 "{phase:?} {health:?}"
             );

@@ -22,7 +22,7 @@ use super::{
     names_captf_kind,
 };
 use crate::capi::{self, Cluster, MachinePool};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
 pub use captf_api::names::annotations::REPLICAS_MANAGER;
 
@@ -43,13 +43,13 @@ pub fn owner(
             .is_some_and(|r| !r.is_empty());
         return if has_other_owners {
             OwnerDecision::missing(
-                "Unknown",
+                ConditionStatus::Unknown,
                 reasons::WAITING_FOR_OWNER_MACHINE_POOL,
                 "owned, but not by a MachinePool yet",
             )
         } else {
             OwnerDecision::missing(
-                "Unknown",
+                ConditionStatus::Unknown,
                 reasons::WAITING_FOR_OWNER,
                 "no MachinePool references this TerraformMachinePool yet",
             )
@@ -57,7 +57,7 @@ pub fn owner(
     };
     let Some(mp) = machine_pool else {
         return OwnerDecision::missing(
-            "False",
+            ConditionStatus::False,
             reasons::OWNER_NOT_FOUND,
             format!("MachinePool {} not found", owner_ref.name),
         );
@@ -337,7 +337,7 @@ pub fn replicas_sync(mp: &MachinePool, observed: Option<i32>) -> ReplicasSync {
         claim: false,
         release: ours,
         replicas: None,
-        condition: condition("False", reason, message),
+        condition: condition(ConditionStatus::False, reason, message),
     };
     let (scaling, reading) = autoscaling(mp);
     match reading {
@@ -363,7 +363,7 @@ pub fn replicas_sync(mp: &MachinePool, observed: Option<i32>) -> ReplicasSync {
             release: false,
             replicas: None,
             condition: condition(
-                "False",
+                ConditionStatus::False,
                 reasons::REPLICAS_MANAGED_EXTERNALLY,
                 format!(
                     "{} is {other:?}: replicas are not written back",
@@ -378,7 +378,7 @@ pub fn replicas_sync(mp: &MachinePool, observed: Option<i32>) -> ReplicasSync {
         release: false,
         replicas,
         condition: condition(
-            "True",
+            ConditionStatus::True,
             reasons::REPLICAS_MANAGED_BY_MODULE,
             format!(
                 "the module owns the count within [{}, {}]; observed replicas are written to MachinePool.spec.replicas",
@@ -790,7 +790,7 @@ mod tests {
             match (gates(&input), want) {
                 (Ok(_), None) => {}
                 (Err(c), Some(reason)) => {
-                    assert_eq!((c.status, c.reason), ("Unknown", reason), "{name}");
+                    assert_eq!((c.status.as_str(), c.reason), ("Unknown", reason), "{name}");
                     assert!(!c.message.contains("cloud-config\n"), "{name}");
                 }
                 (got, _) => panic!("{name}: got {got:?}, want {want:?}"),
@@ -1149,7 +1149,7 @@ mod tests {
                 c.name
             );
             assert_eq!(
-                (s.condition.status, s.condition.reason),
+                (s.condition.status.as_str(), s.condition.reason),
                 (c.status, c.reason),
                 "{}",
                 c.name

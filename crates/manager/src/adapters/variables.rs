@@ -18,7 +18,7 @@ use captf_contract::{JsonText, Role, UserVariables};
 use serde_json::Value;
 
 use super::condition;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
 /// A source as read: its data, or `None` when it does not exist or lacks
 /// the `captf.io/variables=true` label (both count as missing).
@@ -41,7 +41,7 @@ pub fn merge(
     inline: Option<&serde_json::Map<String, Value>>,
     sources: &[(VariablesSource, Option<SourceData>)],
 ) -> Result<UserVariables, ConditionValue> {
-    let invalid = |m: String| condition("False", reasons::VARIABLES_INVALID, m);
+    let invalid = |m: String| condition(ConditionStatus::False, reasons::VARIABLES_INVALID, m);
     let mut vars = UserVariables::new();
     for (i, (source, data)) in sources.iter().enumerate() {
         let label = source_label(source);
@@ -50,7 +50,7 @@ pub fn merge(
                 continue;
             }
             return Err(condition(
-                "False",
+                ConditionStatus::False,
                 reasons::VARIABLES_SOURCE_NOT_FOUND,
                 format!(
                     "spec.variablesFrom[{i}]: {label} does not exist or lacks the label captf.io/variables=true"

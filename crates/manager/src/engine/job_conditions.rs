@@ -7,16 +7,20 @@ use captf_api::names::reasons;
 use super::decide::Op;
 use super::history::Outcome;
 
+/// A condition's status, as Kubernetes spells it: the contract's own type,
+/// so a module's health verdict needs no translation.
+pub use captf_contract::health::ConditionStatus;
+
 /// A condition's status, reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConditionValue {
-    pub status: &'static str,
+    pub status: ConditionStatus,
     pub reason: &'static str,
     pub message: String,
 }
 
 impl ConditionValue {
-    fn new(status: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+    fn new(status: ConditionStatus, reason: &'static str, message: impl Into<String>) -> Self {
         ConditionValue {
             status,
             reason,
@@ -65,7 +69,7 @@ pub fn job_policy_invalid(
         return None;
     }
     Some(ConditionValue {
-        status: "False",
+        status: ConditionStatus::False,
         reason: reasons::JOB_POLICY_INVALID,
         message: format!(
             "the merged Job policy waits up to lockTimeoutSeconds {} for the state lock, not below its activeDeadlineSeconds {}: \
@@ -78,7 +82,7 @@ pub fn job_policy_invalid(
 pub fn apply_job_succeeded(newest: Option<&FinishedRun<'_>>) -> ConditionValue {
     let Some(run) = newest else {
         return ConditionValue::new(
-            "Unknown",
+            ConditionStatus::Unknown,
             reasons::NO_APPLY_YET,
             "no apply has completed yet",
         );
@@ -86,20 +90,22 @@ pub fn apply_job_succeeded(newest: Option<&FinishedRun<'_>>) -> ConditionValue {
     let destroy = run.op == Op::Destroy;
     match run.outcome {
         Outcome::Running => ConditionValue::new(
-            "Unknown",
+            ConditionStatus::Unknown,
             reasons::NO_APPLY_YET,
             "no apply has completed yet",
         ),
         Outcome::Succeeded if destroy => ConditionValue::new(
-            "True",
+            ConditionStatus::True,
             reasons::DESTROY_SUCCEEDED,
             format!("Job {}", run.job),
         ),
-        Outcome::Succeeded => {
-            ConditionValue::new("True", reasons::APPLY_SUCCEEDED, format!("Job {}", run.job))
-        }
+        Outcome::Succeeded => ConditionValue::new(
+            ConditionStatus::True,
+            reasons::APPLY_SUCCEEDED,
+            format!("Job {}", run.job),
+        ),
         Outcome::Blocked => ConditionValue::new(
-            "False",
+            ConditionStatus::False,
             reasons::DESTRUCTIVE_PLAN_BLOCKED,
             format!(
                 "Job {} stopped before a plan that deletes or replaces resources",
@@ -107,7 +113,7 @@ pub fn apply_job_succeeded(newest: Option<&FinishedRun<'_>>) -> ConditionValue {
             ),
         ),
         Outcome::PlanChanged => ConditionValue::new(
-            "Unknown",
+            ConditionStatus::Unknown,
             reasons::PLAN_CHANGED,
             format!(
                 "Job {} planned other changes than the approved plan and changed nothing",
@@ -116,25 +122,33 @@ pub fn apply_job_succeeded(newest: Option<&FinishedRun<'_>>) -> ConditionValue {
         ),
         // An image that cannot be pulled is named before the deadline it caused.
         _ if run.image_pull_failed => ConditionValue::new(
-            "False",
+            ConditionStatus::False,
             reasons::IMAGE_PULL_FAILED,
             format!("Job {}: the module image could not be pulled", run.job),
         ),
         Outcome::DeadlineExceeded => ConditionValue::new(
-            "False",
+            ConditionStatus::False,
             reasons::JOB_DEADLINE_EXCEEDED,
             format!("Job {} exceeded activeDeadlineSeconds", run.job),
         ),
         _ if run.error_kind == Some("image-layout") => ConditionValue::new(
-            "False",
+            ConditionStatus::False,
             reasons::IMAGE_INVALID,
             format!(
                 "Job {}: the image does not follow the image contract",
                 run.job
             ),
         ),
-        _ if destroy => ConditionValue::new("False", reasons::DESTROY_FAILED, failure_message(run)),
-        _ => ConditionValue::new("False", reasons::APPLY_FAILED, failure_message(run)),
+        _ if destroy => ConditionValue::new(
+            ConditionStatus::False,
+            reasons::DESTROY_FAILED,
+            failure_message(run),
+        ),
+        _ => ConditionValue::new(
+            ConditionStatus::False,
+            reasons::APPLY_FAILED,
+            failure_message(run),
+        ),
     }
 }
 
@@ -149,26 +163,32 @@ pub fn drift_job_succeeded(
         } else {
             "drift detection is off"
         };
-        ConditionValue::new("Unknown", reasons::DRIFT_NOT_CHECKED, why)
+        ConditionValue::new(ConditionStatus::Unknown, reasons::DRIFT_NOT_CHECKED, why)
     };
     let Some(run) = newest else {
         return not_checked();
     };
     match run.outcome {
         Outcome::Running => ConditionValue::new(
-            "Unknown",
+            ConditionStatus::Unknown,
             reasons::DRIFT_JOB_RUNNING,
             format!("Job {} is running", run.job),
         ),
-        Outcome::Succeeded => {
-            ConditionValue::new("True", reasons::DRIFT_CHECKED, format!("Job {}", run.job))
-        }
+        Outcome::Succeeded => ConditionValue::new(
+            ConditionStatus::True,
+            reasons::DRIFT_CHECKED,
+            format!("Job {}", run.job),
+        ),
         Outcome::DeadlineExceeded => ConditionValue::new(
-            "False",
+            ConditionStatus::False,
             reasons::DRIFT_JOB_DEADLINE_EXCEEDED,
             format!("Job {} exceeded activeDeadlineSeconds", run.job),
         ),
-        _ => ConditionValue::new("False", reasons::DRIFT_JOB_FAILED, failure_message(run)),
+        _ => ConditionValue::new(
+            ConditionStatus::False,
+            reasons::DRIFT_JOB_FAILED,
+            failure_message(run),
+        ),
     }
 }
 
@@ -276,7 +296,7 @@ mod tests {
         for (input, status, reason, message) in cases {
             let c = apply_job_succeeded(input.as_ref());
             assert_eq!(
-                (c.status, c.reason, c.message.as_str()),
+                (c.status.as_str(), c.reason, c.message.as_str()),
                 (status, reason, message),
                 "{input:?}"
             );
@@ -315,7 +335,7 @@ mod tests {
         ];
         for (input, enabled, status, reason) in cases {
             let c = drift_job_succeeded(input.as_ref(), enabled);
-            assert_eq!((c.status, c.reason), (status, reason), "{input:?}");
+            assert_eq!((c.status.as_str(), c.reason), (status, reason), "{input:?}");
         }
         assert_eq!(
             drift_job_succeeded(None, false).message,

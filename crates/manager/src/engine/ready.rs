@@ -2,6 +2,8 @@
 //! condition is good, False when one is bad, Unknown otherwise, with a
 //! message naming the inputs that decided it.
 
+use super::job_conditions::ConditionStatus;
+
 /// What the summary needs of one condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConditionView<'a> {
@@ -32,7 +34,7 @@ pub struct SummaryInput<'a> {
 /// The computed `Ready` condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
-    pub status: &'static str,
+    pub status: ConditionStatus,
     pub reason: &'static str,
     pub message: String,
 }
@@ -65,9 +67,9 @@ pub fn summarize(inputs: &[SummaryInput<'_>], conditions: &[ConditionView<'_>]) 
         }
     }
     let (status, reason) = match worst {
-        Health::Good => ("True", "Ready"),
-        Health::Bad => ("False", "NotReady"),
-        Health::Unknown => ("Unknown", "ReadyUnknown"),
+        Health::Good => (ConditionStatus::True, "Ready"),
+        Health::Bad => (ConditionStatus::False, "NotReady"),
+        Health::Unknown => (ConditionStatus::Unknown, "ReadyUnknown"),
     };
     // Name what decided it: the bad inputs when any, else the unknown ones.
     let message = named
@@ -173,7 +175,7 @@ mod tests {
         for (conditions, status, reason, message) in cases {
             let s = summarize(INPUTS, &conditions);
             assert_eq!(
-                (s.status, s.reason, s.message.as_str()),
+                (s.status.as_str(), s.reason, s.message.as_str()),
                 (status, reason, message),
                 "{conditions:?}"
             );

@@ -9,9 +9,9 @@ use captf_api::names::{kinds, reasons};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
-fn value(status: &'static str, reason: &'static str, message: String) -> ConditionValue {
+fn value(status: ConditionStatus, reason: &'static str, message: String) -> ConditionValue {
     ConditionValue {
         status,
         reason,
@@ -79,22 +79,22 @@ pub fn check_source(
 pub fn identity_ready(verdict: &SourceVerdict) -> ConditionValue {
     match verdict {
         SourceVerdict::Found { secret } => value(
-            "True",
+            ConditionStatus::True,
             reasons::SECRET_FOUND,
             format!("Secret {secret} found"),
         ),
         SourceVerdict::NotSet => value(
-            "False",
+            ConditionStatus::False,
             reasons::SECRET_NOT_FOUND,
             "spec.secretRef is not set".to_owned(),
         ),
         SourceVerdict::NotFound { secret } => value(
-            "False",
+            ConditionStatus::False,
             reasons::SECRET_NOT_FOUND,
             format!("Secret {secret} not found"),
         ),
         SourceVerdict::Incomplete { secret, missing } => value(
-            "False",
+            ConditionStatus::False,
             reasons::CREDENTIALS_INCOMPLETE,
             format!(
                 "Secret {secret} lacks required keys: {}",
@@ -118,22 +118,22 @@ pub fn allowed_by_source(
     let id = identity(identity_name);
     match verdict {
         SourceVerdict::Found { .. } => value(
-            "True",
+            ConditionStatus::True,
             reasons::IDENTITY_ALLOWED,
             format!("{id} allows namespace {namespace}"),
         ),
         SourceVerdict::NotSet => value(
-            "False",
+            ConditionStatus::False,
             reasons::SECRET_NOT_FOUND,
             format!("{id}: spec.secretRef is not set"),
         ),
         SourceVerdict::NotFound { secret } => value(
-            "False",
+            ConditionStatus::False,
             reasons::SECRET_NOT_FOUND,
             format!("{id}: Secret {secret} not found"),
         ),
         SourceVerdict::Incomplete { secret, missing } => value(
-            "False",
+            ConditionStatus::False,
             reasons::CREDENTIALS_INCOMPLETE,
             format!(
                 "{id}: Secret {secret} lacks required keys: {}",
@@ -150,13 +150,13 @@ pub fn identity_not_found(identity_name: Option<&str>) -> ConditionValue {
         None => "no identityRef is set on the object, in the TerraformCluster's spec.defaults or on the TerraformCluster".to_owned(),
         Some(name) => format!("{} not found", identity(name)),
     };
-    value("False", reasons::IDENTITY_NOT_FOUND, message)
+    value(ConditionStatus::False, reasons::IDENTITY_NOT_FOUND, message)
 }
 
 /// `IdentityAllowed` when the identity excludes the namespace.
 pub fn namespace_not_allowed(identity_name: &str, namespace: &str, why: &str) -> ConditionValue {
     value(
-        "False",
+        ConditionStatus::False,
         reasons::NAMESPACE_NOT_ALLOWED,
         format!(
             "{} does not allow namespace {namespace}: {why}",
@@ -168,7 +168,7 @@ pub fn namespace_not_allowed(identity_name: &str, namespace: &str, why: &str) ->
 /// `IdentityAllowed` when a read needed to decide failed; retried.
 pub fn check_failed(what: &str, error: &str) -> ConditionValue {
     value(
-        "Unknown",
+        ConditionStatus::Unknown,
         reasons::IDENTITY_CHECK_FAILED,
         format!("reading {what} failed: {error}"),
     )
@@ -178,13 +178,13 @@ pub fn check_failed(what: &str, error: &str) -> ConditionValue {
 pub fn local_secret(name: &str, namespace: &str, exists: bool) -> ConditionValue {
     if exists {
         value(
-            "True",
+            ConditionStatus::True,
             reasons::LOCAL_SECRET,
             format!("Secret {namespace}/{name} is used directly"),
         )
     } else {
         value(
-            "False",
+            ConditionStatus::False,
             reasons::SECRET_NOT_FOUND,
             format!("Secret {namespace}/{name} not found"),
         )
@@ -193,13 +193,17 @@ pub fn local_secret(name: &str, namespace: &str, exists: bool) -> ConditionValue
 
 /// `CredentialsMirrored` while no mirror can be made yet.
 pub fn mirror_pending(why: &str) -> ConditionValue {
-    value("Unknown", reasons::MIRROR_PENDING, why.to_owned())
+    value(
+        ConditionStatus::Unknown,
+        reasons::MIRROR_PENDING,
+        why.to_owned(),
+    )
 }
 
 /// `CredentialsMirrored` once the mirror is current.
 pub fn mirrored(namespace: &str, secret: &str, identity_name: &str) -> ConditionValue {
     value(
-        "True",
+        ConditionStatus::True,
         reasons::MIRRORED,
         format!(
             "Secret {namespace}/{secret} mirrors {}",
@@ -212,7 +216,7 @@ pub fn mirrored(namespace: &str, secret: &str, identity_name: &str) -> Condition
 /// is mounted as it is.
 pub fn local_not_mirrored(namespace: &str, name: &str) -> ConditionValue {
     value(
-        "True",
+        ConditionStatus::True,
         reasons::MIRRORED,
         format!("Secret {namespace}/{name} is used directly; no mirror needed"),
     )
@@ -220,7 +224,7 @@ pub fn local_not_mirrored(namespace: &str, name: &str) -> ConditionValue {
 
 /// `CredentialsMirrored` when writing the mirror failed.
 pub fn mirror_failed(message: String) -> ConditionValue {
-    value("False", reasons::MIRROR_FAILED, message)
+    value(ConditionStatus::False, reasons::MIRROR_FAILED, message)
 }
 
 #[cfg(test)]
@@ -330,13 +334,13 @@ mod tests {
         for (verdict, ready_status, ready_reason, user_status, user_reason) in cases {
             let ready = identity_ready(&verdict);
             assert_eq!(
-                (ready.status, ready.reason),
+                (ready.status.as_str(), ready.reason),
                 (ready_status, ready_reason),
                 "{verdict:?}"
             );
             let user = allowed_by_source("aws", "team-a", &verdict);
             assert_eq!(
-                (user.status, user.reason),
+                (user.status.as_str(), user.reason),
                 (user_status, user_reason),
                 "{verdict:?}"
             );
@@ -369,7 +373,7 @@ mod tests {
             "namespace team-b is not in spec.allowedNamespaces.list",
         );
         assert_eq!(
-            (c.status, c.reason),
+            (c.status.as_str(), c.reason),
             ("False", reasons::NAMESPACE_NOT_ALLOWED)
         );
         assert!(
@@ -383,7 +387,7 @@ mod tests {
         assert_eq!(identity_not_found(None).reason, reasons::IDENTITY_NOT_FOUND);
         let f = check_failed("Namespace team-a", "timeout");
         assert_eq!(
-            (f.status, f.reason),
+            (f.status.as_str(), f.reason),
             ("Unknown", reasons::IDENTITY_CHECK_FAILED)
         );
         assert_eq!(
@@ -392,7 +396,7 @@ mod tests {
         );
         let missing = local_secret("creds", "ns", false);
         assert_eq!(
-            (missing.status, missing.reason),
+            (missing.status.as_str(), missing.reason),
             ("False", reasons::SECRET_NOT_FOUND)
         );
         assert_eq!(mirror_pending("x").status, "Unknown");

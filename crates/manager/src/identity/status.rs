@@ -81,7 +81,7 @@ pub fn identity_status(
         0,
         Condition {
             type_: conditions::READY.to_owned(),
-            status: ready.status.to_owned(),
+            status: ready.status.as_str().to_owned(),
             reason: ready.reason.to_owned(),
             message: ready.message.clone(),
             observed_generation: generation,
@@ -140,7 +140,7 @@ mod tests {
 
     fn cv(status: &'static str, reason: &'static str) -> ConditionValue {
         ConditionValue {
-            status,
+            status: status.parse().unwrap(),
             reason,
             message: format!("{status}/{reason}"),
         }

@@ -20,7 +20,7 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::Op;
 use crate::engine::history::Outcome;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::backups::{delete_chunks, list_chunks, write_set};
 use crate::names::{state_labels, state_suffix};
 use crate::state::backups::{
@@ -278,7 +278,7 @@ pub async fn requested_restore<K: Workload>(
         Ok(RestoreRequest::AlreadyRestored) => Ok(None),
         Err(e) => {
             let v = ConditionValue {
-                status: "False",
+                status: ConditionStatus::False,
                 reason: reasons::RESTORE_BACKUP_NOT_FOUND,
                 message: format!("{}={value:?}: {e}", annotations::RESTORE_STATE),
             };

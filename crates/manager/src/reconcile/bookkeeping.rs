@@ -18,7 +18,7 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::Op;
 use crate::engine::history::{self, JobRecord, Outcome};
-use crate::engine::job_conditions::{ConditionValue, FinishedRun};
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue, FinishedRun};
 use crate::io::leases::release_if_held;
 use crate::io::records::{read_record, set_unconfirmed, write_record};
 use crate::io::state::adopt;
@@ -273,7 +273,7 @@ pub fn plan_bookkeeping(
                 if loaded.annotation(job, annotations::DRIFT_REMEDIATION) == Some("true") {
                     // The drift the check found is applied away.
                     let v = ConditionValue {
-                        status: "False",
+                        status: ConditionStatus::False,
                         reason: reasons::NO_DRIFT,
                         message: format!("Job {job} remediated the drift"),
                     };
@@ -312,19 +312,19 @@ pub fn plan_bookkeeping(
                     let was = draft.is_true(conditions::DRIFT_DETECTED);
                     let v = if detected && policy.drift_remediate {
                         ConditionValue {
-                            status: "True",
+                            status: ConditionStatus::True,
                             reason: reasons::DRIFT_PENDING,
                             message: format!("Job {job} found drift; a remediation apply follows"),
                         }
                     } else if detected {
                         ConditionValue {
-                            status: "True",
+                            status: ConditionStatus::True,
                             reason: reasons::DRIFT_REPORTED,
                             message: format!("Job {job} found drift"),
                         }
                     } else {
                         ConditionValue {
-                            status: "False",
+                            status: ConditionStatus::False,
                             reason: reasons::NO_DRIFT,
                             message: format!("Job {job} found no drift"),
                         }
@@ -402,7 +402,7 @@ pub fn plan_bookkeeping(
             draft.set(
                 conditions::DRIFT_DETECTED,
                 &ConditionValue {
-                    status: "True",
+                    status: ConditionStatus::True,
                     reason: reasons::DRIFT_PENDING,
                     message: format!(
                         "remediation Job {job} did not succeed; it is retried under backoff"
@@ -523,7 +523,7 @@ fn restore_bookkeeping(
         draft.set(
             conditions::RESTORE_JOB_SUCCEEDED,
             &ConditionValue {
-                status: "True",
+                status: ConditionStatus::True,
                 reason: reasons::STATE_RESTORED,
                 message: message.clone(),
             },
@@ -543,7 +543,7 @@ fn restore_bookkeeping(
         draft.set(
             conditions::RESTORE_JOB_SUCCEEDED,
             &ConditionValue {
-                status: "False",
+                status: ConditionStatus::False,
                 reason: reasons::RESTORE_FAILED,
                 message: message.clone(),
             },

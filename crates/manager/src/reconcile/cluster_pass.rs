@@ -41,7 +41,7 @@ use super::{Context, Error};
 use crate::adapters::cluster::{self as adapter, ExportsWrite, OutputsReading};
 use crate::capi::Cluster;
 use crate::engine::decide::{Action as Decided, Approval, Decision, Op};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::jobs::args::Guard;
 use crate::records::InputsRecord;
 
@@ -379,13 +379,13 @@ fn plan_inputs(
 fn wait_for_dependents(p: &mut OpenPass, dependents: &[String]) -> bool {
     let blocked = if dependents.is_empty() {
         ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::NOT_BLOCKED,
             message: "no machine or pool of the cluster remains".into(),
         }
     } else {
         ConditionValue {
-            status: "True",
+            status: ConditionStatus::True,
             reason: reasons::DEPENDENTS_EXIST,
             message: format!("waiting for {} to be deleted", dependents.join(", ")),
         }

@@ -178,6 +178,7 @@ pub async fn forget_object<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Er
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::job_conditions::ConditionStatus;
     use std::time::{Duration, Instant};
 
     fn pool(name: &str, identity: &str) -> (captf_api::TerraformMachinePool, IdentityReference) {
@@ -197,12 +198,12 @@ mod tests {
         let now = Instant::now();
         let checked = Checked {
             identity_allowed: ConditionValue {
-                status: "True",
+                status: ConditionStatus::True,
                 reason: "IdentityAllowed",
                 message: String::new(),
             },
             credentials_mirrored: ConditionValue {
-                status: "True",
+                status: ConditionStatus::True,
                 reason: "Mirrored",
                 message: String::new(),
             },
@@ -236,7 +237,7 @@ mod tests {
         let (a, _) = pool("a", "team-a");
         let (b, _) = pool("b", "team-a");
         let value = |status: &'static str| ConditionValue {
-            status,
+            status: status.parse().unwrap(),
             reason: "R",
             message: String::new(),
         };

@@ -19,7 +19,7 @@ use super::{Context, Error};
 use crate::engine::decide::{ACTIVE_JOB_REQUEUE, Decision, Op, Reason};
 use crate::engine::history::last_success;
 use crate::engine::history::{JobRecord, Outcome};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
 fn provisioned_in(draft: &Draft, obj_provisioned: bool) -> bool {
     draft
@@ -237,7 +237,7 @@ pub async fn start_job<K: Workload>(
         p.draft.set(
             conditions::DRIFT_DETECTED,
             &ConditionValue {
-                status: "True",
+                status: ConditionStatus::True,
                 reason: reasons::DRIFT_REMEDIATING,
                 message: "an apply removes the drift".into(),
             },

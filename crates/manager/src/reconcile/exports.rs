@@ -21,7 +21,7 @@ use crate::adapters::exports_guard::{
 };
 use crate::engine::decide::{ApplyGate, Approval, Op};
 use crate::engine::history::Outcome;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::records::write_record;
 use crate::jobs::args::Guard;
 use crate::records::{ExportsRecord, InputsRecord, attempt_record_name, record_labels};
@@ -238,7 +238,7 @@ pub fn plan_guard(
         p.draft.set(
             conditions::APPLY_JOB_SUCCEEDED,
             &ConditionValue {
-                status: "False",
+                status: ConditionStatus::False,
                 reason: reasons::DESTRUCTIVE_PLAN_BLOCKED,
                 message,
             },

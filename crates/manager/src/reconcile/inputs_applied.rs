@@ -8,7 +8,7 @@ use captf_api::names::{conditions, reasons};
 use super::open_pass::OpenPass;
 use super::rendered::Rendered;
 use crate::engine::decide::{Action, Decision, Op, Reason};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::state::reader::{StateError, StateSummary};
 
 /// What the condition is decided from.
@@ -24,7 +24,7 @@ pub struct InputsView<'a> {
     pub last_apply_failed: bool,
 }
 
-fn value(status: &'static str, reason: &'static str, message: &str) -> ConditionValue {
+fn value(status: ConditionStatus, reason: &'static str, message: &str) -> ConditionValue {
     ConditionValue {
         status,
         reason,
@@ -36,7 +36,7 @@ fn value(status: &'static str, reason: &'static str, message: &str) -> Condition
 pub fn inputs_applied(v: &InputsView<'_>, decision: &Decision) -> ConditionValue {
     if matches!(decision.action, Action::Start { op: Op::Apply, .. }) {
         return value(
-            "False",
+            ConditionStatus::False,
             reasons::APPLY_RUNNING,
             "an apply Job runs the current inputs",
         );
@@ -46,28 +46,28 @@ pub fn inputs_applied(v: &InputsView<'_>, decision: &Decision) -> ConditionValue
         Reason::PlanAwaitingApproval | Reason::DestructivePlanBlocked
     ) {
         return value(
-            "False",
+            ConditionStatus::False,
             reasons::AWAITING_APPROVAL,
             "a plan of the current inputs awaits approval",
         );
     }
     let failed = || {
         value(
-            "False",
+            ConditionStatus::False,
             reasons::INPUTS_APPLY_FAILED,
             "the last apply failed and none succeeded since",
         )
     };
     let pending = || {
         value(
-            "False",
+            ConditionStatus::False,
             reasons::APPLY_PENDING,
             "the current inputs are not applied yet",
         )
     };
     let applied = || {
         value(
-            "True",
+            ConditionStatus::True,
             reasons::INPUTS_APPLIED,
             "the current inputs are applied",
         )
@@ -91,7 +91,7 @@ pub fn inputs_applied(v: &InputsView<'_>, decision: &Decision) -> ConditionValue
 /// `Unknown/InputsUnavailable`: the current inputs cannot be built.
 pub fn unavailable() -> ConditionValue {
     value(
-        "Unknown",
+        ConditionStatus::Unknown,
         reasons::INPUTS_UNAVAILABLE,
         "the current inputs cannot be built yet",
     )

@@ -19,7 +19,7 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::{Approval, Op};
 use crate::engine::history::{self, JobRecord};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::leases::{Acquire, LeaseKind, LeaseRequest, acquire, release_if_held};
 use crate::io::records::write_record;
 use crate::io::start::{Started, create_job, ensure_run_secret};
@@ -414,7 +414,7 @@ fn lease_wait<K: Workload>(
         ctx.metrics.lease_wait_started(K::KIND.kind(), metric);
     }
     let v = ConditionValue {
-        status: "Unknown",
+        status: ConditionStatus::Unknown,
         reason,
         message,
     };
@@ -529,7 +529,11 @@ fn record_running(draft: &mut Draft, start: &JobStart, now: SystemTime) {
             .get(conditions::APPLY_JOB_SUCCEEDED)
             .is_some_and(|c| c.status == "True");
         let v = ConditionValue {
-            status: if applied { "True" } else { "Unknown" },
+            status: if applied {
+                ConditionStatus::True
+            } else {
+                ConditionStatus::Unknown
+            },
             reason: if applied {
                 reasons::APPLY_SUCCEEDED
             } else {

@@ -44,7 +44,7 @@ use crate::adapters::machine::{self as adapter, GateInput, Remediation};
 use crate::capi;
 use crate::engine::decide::{ApplyGate, Decision, Op};
 use crate::engine::history::Outcome;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::names::{WorkloadKind, state_suffix};
 use crate::state::reader::{StateError, StateSummary};
 
@@ -142,7 +142,7 @@ pub fn plan(
         p.draft.set(
             conditions::DELETING,
             &ConditionValue {
-                status: "True",
+                status: ConditionStatus::True,
                 reason: reasons::DELETION_POLICY_UNRESOLVED,
                 message: "no deletionPolicy is set and the TerraformCluster cannot be found; set spec.deletionPolicy".into(),
             },
@@ -222,7 +222,7 @@ fn inputs_missing(obj: &TerraformMachine, p: &mut OpenPass, op: Op) {
         Op::Destroy => p.draft.set(
             conditions::DELETING,
             &ConditionValue {
-                status: "True",
+                status: ConditionStatus::True,
                 reason: reasons::DELETING,
                 message: durable_inputs_missing(obj).message,
             },
@@ -243,7 +243,7 @@ fn ended(effects: Vec<MachineEffect>, decision: Decision, ending: PassEnding) ->
 /// gone, and a machine never renders new ones.
 fn durable_inputs_missing(obj: &TerraformMachine) -> ConditionValue {
     ConditionValue {
-        status: "Unknown",
+        status: ConditionStatus::Unknown,
         reason: reasons::DURABLE_INPUTS_MISSING,
         message: format!(
             "the durable inputs Secret {} is gone, so no refresh or drift check can run; \

@@ -19,7 +19,7 @@ use crate::engine::decide::{
     StateView,
 };
 use crate::engine::history::{self, last_success};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::records::{InputsRecord, RecordMeta};
 use crate::state::reader::{StateError, StateSummary};
 
@@ -63,7 +63,7 @@ pub fn settle_adopted_state(
         p.draft.set(
             conditions::APPLY_JOB_SUCCEEDED,
             &ConditionValue {
-                status: "True",
+                status: ConditionStatus::True,
                 reason: reasons::APPLY_SUCCEEDED,
                 message: "the state was applied from the current inputs; no Job was needed".into(),
             },

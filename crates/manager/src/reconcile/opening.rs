@@ -20,7 +20,7 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::dependencies_ready;
 use crate::engine::decide::Op;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::engine::preamble::{Preamble, PreambleInput, preamble};
 use crate::records::{InputsRecord, attempt_record_name};
 use crate::state::reader::StateError;
@@ -151,7 +151,7 @@ pub async fn open<K: Workload>(
             Ok(account) => draft.set(
                 conditions::RUNNER_RBAC_READY,
                 &ConditionValue {
-                    status: "True",
+                    status: ConditionStatus::True,
                     reason: reasons::RBAC_READY,
                     message: format!("ServiceAccount {account} can run Jobs"),
                 },
@@ -258,7 +258,7 @@ async fn record_vanished<K: Workload>(
     draft.set(
         conditions::APPLY_JOB_SUCCEEDED,
         &ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::APPLY_FAILED,
             message: message.clone(),
         },
@@ -329,7 +329,7 @@ async fn retained_elsewhere<K: Workload>(
     draft.set(
         conditions::STATE_READABLE,
         &ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::RETAINED_STATE_FOUND,
             message,
         },

@@ -21,7 +21,7 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::Op;
 use crate::engine::history::{JobRecord, Outcome};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::jobs::{jobs_selector, observe_jobs};
 use crate::io::leases::release_if_held;
 use crate::io::state::read_state;
@@ -175,7 +175,7 @@ pub fn state_readable(
 ) -> ConditionValue {
     match read {
         Ok(s) => ConditionValue {
-            status: "True",
+            status: ConditionStatus::True,
             reason: reasons::STATE_READ,
             message: format!(
                 "serial {}, {} managed resources",
@@ -183,17 +183,17 @@ pub fn state_readable(
             ),
         },
         Err(StateError::NotFound) if ever_applied => ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::STATE_LOST,
             message: "the state Secret is gone although the object applied before".into(),
         },
         Err(StateError::NotFound) => ConditionValue {
-            status: "Unknown",
+            status: ConditionStatus::Unknown,
             reason: reasons::STATE_NOT_FOUND,
             message: "no state yet".into(),
         },
         Err(e) => ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: e.reason(),
             message: e.to_string(),
         },

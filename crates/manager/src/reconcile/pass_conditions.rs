@@ -7,13 +7,13 @@ use captf_api::names::{conditions, reasons};
 use super::open_pass::OpenPass;
 use super::status::Draft;
 use crate::engine::decide::Op;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::engine::ready::{SummaryInput, summarize};
 
 /// `OutputsValid` from a decoder's verdict.
 pub fn outputs_valid(v: &captf_contract::outputs::OutputsVerdict) -> ConditionValue {
     ConditionValue {
-        status: v.status().as_str(),
+        status: v.status(),
         reason: v.reason().as_str(),
         message: v.message(),
     }
@@ -52,17 +52,17 @@ pub fn not_yet_healthy(p: &OpenPass) -> ConditionValue {
 pub(super) fn deleting_condition(deleting: bool, paused: bool) -> ConditionValue {
     match (deleting, paused) {
         (false, _) => ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::NOT_DELETING,
             message: String::new(),
         },
         (true, true) => ConditionValue {
-            status: "True",
+            status: ConditionStatus::True,
             reason: reasons::DELETING,
             message: "deletion waits until the object is unpaused".into(),
         },
         (true, false) => ConditionValue {
-            status: "True",
+            status: ConditionStatus::True,
             reason: reasons::DELETING,
             message: "destroying the infrastructure".into(),
         },
@@ -72,13 +72,13 @@ pub(super) fn deleting_condition(deleting: bool, paused: bool) -> ConditionValue
 pub(super) fn paused_condition(paused: bool) -> ConditionValue {
     if paused {
         ConditionValue {
-            status: "True",
+            status: ConditionStatus::True,
             reason: reasons::PAUSED,
             message: "paused: bookkeeping only, no new Job".into(),
         }
     } else {
         ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::NOT_PAUSED,
             message: String::new(),
         }

@@ -16,7 +16,7 @@ use super::rendered::Rendered;
 use super::{Context, Error};
 use crate::engine::decide::{ApplyGate, Approval, Decision, ManualPlan, Op, Reason};
 use crate::engine::history::Outcome;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
 /// The Manual plan of the current inputs: the live `Manual` TerraformPlan,
 /// else an empty plan the newest plan Job of these inputs found (applied
@@ -197,14 +197,14 @@ pub(super) fn explain_wait(pass: &mut OpenPass, decision: &Decision, live: Optio
     let plan = live.unwrap_or_default();
     let v = match decision.reason {
         Reason::PlanAwaitingApproval => ConditionValue {
-            status: "Unknown",
+            status: ConditionStatus::Unknown,
             reason: reasons::PLAN_AWAITING_APPROVAL,
             message: format!(
                 "applyPolicy is Manual: TerraformPlan {plan} waits for approval; review it, then: kubectl patch terraformplan {plan} -n {ns} --type merge -p '{{\"spec\":{{\"approved\":true,\"approvedBy\":\"<your username>\"}}}}'"
             ),
         },
         Reason::DestructivePlanBlocked => ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::DESTRUCTIVE_PLAN_BLOCKED,
             message: format!(
                 "the apply stopped before a plan that deletes or replaces resources; nothing was applied; approve TerraformPlan {plan} (spec.approved=true and spec.approvedBy=<your username>) to apply it"

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::pass::decode_outputs;
 use crate::adapters::pool as adapter;
 use crate::capi::MachinePool;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::state::reader::StateSummary;
 
 /// The pool's outputs, read from its state.
@@ -63,7 +63,7 @@ pub fn plan_outputs(
         let w = adapter::writes(o, false);
         if w.instances_truncated {
             plan.outputs_valid = ConditionValue {
-                status: "True",
+                status: ConditionStatus::True,
                 reason: reasons::INSTANCES_TRUNCATED,
                 message: "more instances than status.instances holds".into(),
             };

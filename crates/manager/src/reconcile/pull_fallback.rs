@@ -20,7 +20,7 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::Op;
 use crate::engine::history::JobRecord;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::records::add_unpullable;
 use crate::jobs::recovery::{
     PULL_FALLBACK_AFTER, PullFailure, job_images, pull_failure, pull_stuck,
@@ -72,7 +72,7 @@ pub async fn check<K: Workload>(
         p.draft.set(
             super::pass::op_condition(active.op),
             &ConditionValue {
-                status: "False",
+                status: ConditionStatus::False,
                 reason: reasons::IMAGE_PULL_FAILED,
                 message: format!(
                     "Job {} cannot pull its image {image} and no other image is left to try; \

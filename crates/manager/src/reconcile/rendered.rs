@@ -2,7 +2,7 @@
 
 use captf_api::names::reasons;
 
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 
 /// Current inputs, rendered.
 #[derive(Debug, Clone)]
@@ -37,7 +37,7 @@ pub fn render_inputs(
             image: image.to_owned(),
         }),
         (Err(e), _) => Err(ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::INPUTS_TOO_LARGE,
             message: e.to_string(),
         }),
@@ -47,7 +47,7 @@ pub fn render_inputs(
             if path.starts_with("/captf_cluster_outputs/") =>
         {
             Err(ConditionValue {
-                status: "False",
+                status: ConditionStatus::False,
                 reason: reasons::WAITING_FOR_CLUSTER_EXPORTS,
                 message: format!(
                     "the TerraformCluster's exports hold a non-integer number at {}, which cannot be passed on; export integers or strings",
@@ -56,7 +56,7 @@ pub fn render_inputs(
             })
         }
         (_, Err(e)) => Err(ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::VARIABLES_INVALID,
             message: e.to_string(),
         }),

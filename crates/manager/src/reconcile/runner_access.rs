@@ -8,7 +8,7 @@ use kube::ResourceExt;
 
 use super::Context;
 use super::workload::Workload;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::records::ensure_object_runner;
 
 /// The ServiceAccount `obj`'s Jobs run as: the operator's own
@@ -44,7 +44,7 @@ pub(super) async fn ensure_runner<K: Workload>(
         ensure_object_runner(&ctx.client, &object_runner(obj))
             .await
             .map_err(|e| ConditionValue {
-                status: "False",
+                status: ConditionStatus::False,
                 reason: reasons::RBAC_FAILED,
                 message: format!("runner ServiceAccount, Role or RoleBinding {account}: {e}"),
             })?;
@@ -63,7 +63,7 @@ async fn check_opted_in(
     use captf_api::names::labels;
     use k8s_openapi::api::core::v1::ServiceAccount;
     let not_opted_in = |message: String| ConditionValue {
-        status: "False",
+        status: ConditionStatus::False,
         reason: reasons::SERVICE_ACCOUNT_NOT_OPTED_IN,
         message,
     };
@@ -80,7 +80,7 @@ async fn check_opted_in(
             "ServiceAccount {account} does not exist"
         ))),
         Err(e) => Err(ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::RBAC_FAILED,
             message: format!("reading ServiceAccount {account}: {e}"),
         }),

@@ -23,7 +23,7 @@ use super::pass::{event, op_condition};
 use super::workload::Workload;
 use crate::engine::backoff::jitter;
 use crate::engine::decide::Op;
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::engine::slots::{Slot, SlotScope, SlotUse, admit};
 // A Job holds a slot until it completes or fails.
 use crate::jobs::observe::job_finished as finished;
@@ -308,7 +308,7 @@ pub async fn wait_for_slot<K: Workload>(
     p.draft.set(
         condition,
         &ConditionValue {
-            status: "Unknown",
+            status: ConditionStatus::Unknown,
             reason: reasons::WAITING_FOR_JOB_SLOT,
             message: message.clone(),
         },

@@ -54,7 +54,7 @@ impl Draft {
             type_.to_owned(),
             Condition {
                 type_: type_.to_owned(),
-                status: v.status.to_owned(),
+                status: v.status.as_str().to_owned(),
                 reason: v.reason.to_owned(),
                 message: v.message.clone(),
                 last_transition_time: transition,
@@ -137,7 +137,7 @@ mod tests {
 
     fn cv(status: &'static str, reason: &'static str) -> ConditionValue {
         ConditionValue {
-            status,
+            status: status.parse().unwrap(),
             reason,
             message: String::new(),
         }

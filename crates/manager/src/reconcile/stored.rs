@@ -8,7 +8,7 @@ use super::open_pass::{OpenPass, Records};
 use super::pass::{self};
 use super::workload::Workload;
 use super::{Context, Error};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::records::read_record;
 use crate::records::{InputsRecord, applied_record_name, attempt_record_name};
 use crate::state::reader::{StateError, StateSummary};
@@ -101,7 +101,7 @@ pub async fn read_stored<K: Workload>(
     let held = no_record && !ever_applied;
     let readable = match &unconfirmed {
         Some(job) if held => ConditionValue {
-            status: "False",
+            status: ConditionStatus::False,
             reason: reasons::APPLY_OUTCOME_UNKNOWN,
             message: format!(
                 "apply Job {job} ended without a result, failed in its apply step, or disappeared, and no state records anything: it may have created resources nothing records. \

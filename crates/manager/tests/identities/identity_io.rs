@@ -162,9 +162,9 @@ async fn ensure(
 
 fn reasons_of(c: &Credentials) -> (&str, &str, &str, &str) {
     (
-        c.identity_allowed.status,
+        c.identity_allowed.status.as_str(),
         c.identity_allowed.reason,
-        c.credentials_mirrored.status,
+        c.credentials_mirrored.status.as_str(),
         c.credentials_mirrored.reason,
     )
 }
@@ -242,7 +242,7 @@ async fn allowed_by_list_mirrors_and_reports_status() {
     // The identity reports itself ready and the namespace in use.
     let out = reconcile_identity(&client, &id).await.unwrap().unwrap();
     assert_eq!(
-        (out.ready.status, out.ready.reason),
+        (out.ready.status.as_str(), out.ready.reason),
         ("True", reasons::SECRET_FOUND)
     );
     assert_eq!(out.namespaces, [ns.name()]);
@@ -290,7 +290,7 @@ async fn allowed_by_namespace_selector() {
     let before = ensure(&client, &ns, &owner, &by_identity(&id)).await;
     assert_eq!(
         (
-            before.identity_allowed.status,
+            before.identity_allowed.status.as_str(),
             before.identity_allowed.reason
         ),
         ("False", reasons::NAMESPACE_NOT_ALLOWED)
@@ -526,7 +526,7 @@ async fn missing_required_keys_block_without_leaking_values() {
 
     let out = reconcile_identity(&client, &id).await.unwrap().unwrap();
     assert_eq!(
-        (out.ready.status, out.ready.reason),
+        (out.ready.status.as_str(), out.ready.reason),
         ("False", reasons::CREDENTIALS_INCOMPLETE)
     );
     assert!(out.ready.message.contains("AWS_SECRET_ACCESS_KEY"));
@@ -553,7 +553,7 @@ async fn missing_required_keys_block_without_leaking_values() {
     assert_eq!(reasons_of(&creds), ALLOWED_AND_MIRRORED);
     let out = reconcile_identity(&client, &id).await.unwrap().unwrap();
     assert_eq!(
-        (out.ready.status, out.ready.reason),
+        (out.ready.status.as_str(), out.ready.reason),
         ("True", reasons::SECRET_FOUND)
     );
     assert_eq!(
@@ -605,7 +605,7 @@ async fn missing_identity_secret_and_foreign_mirror_name() {
     let no_secret = ensure(&client, &ns, &owner, &by_identity(&id)).await;
     assert_eq!(
         (
-            no_secret.identity_allowed.status,
+            no_secret.identity_allowed.status.as_str(),
             no_secret.identity_allowed.reason
         ),
         ("False", reasons::SECRET_NOT_FOUND)

@@ -18,7 +18,7 @@ fn ready(status: &'static str) -> Draft {
     d.set(
         "Ready",
         &ConditionValue {
-            status,
+            status: status.parse().unwrap(),
             reason: if status == "True" {
                 "Ready"
             } else {
