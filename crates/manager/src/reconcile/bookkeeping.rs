@@ -1,31 +1,19 @@
-//! Bookkeeping of finished Jobs: a pure plan (`lastRun`, the Job
+//! Bookkeeping of finished Jobs, as a pure plan: `lastRun`, the Job
 //! conditions, drift and refresh times, the marks and events that follow
-//! the status patch, and the writes it needs) and the execution of those
-//! writes in order. No client in the plan.
+//! the status patch, and the writes it needs, which
+//! `bookkeeping_writes.rs` makes. No client here.
 
 use std::time::Duration;
 
 use captf_api::common::{DriftSummary, LastRun, RunError, RunStep};
 use captf_api::names::{annotations, conditions, events, reasons};
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
 
 use super::pass::Loaded;
 use super::status::{Draft, time};
-use super::workload::Workload;
-use super::{Context, Error};
 use crate::engine::decide::Op;
 use crate::engine::history::{self, JobRecord, Outcome};
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue, FinishedRun};
-use crate::io::leases::release_if_held;
-use crate::io::records::{read_record, set_unconfirmed, write_record};
-use crate::io::state::adopt;
 use crate::jobs::observe::ObservedJob;
-use crate::leases::run_lease_name;
-use crate::names::state_suffix;
-use crate::records::{applied_record_name, attempt_record_name, record_labels, run_secret_name};
 
 /// What bookkeeping follows from the object's spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -555,206 +543,6 @@ fn restore_bookkeeping(
             message,
         ));
     }
-}
-
-/// Applies the bookkeeping writes in the order planned (a write that finds
-/// its object gone is done).
-/// Returns whether it gave the run lease back (deleted it for its holder).
-pub async fn execute_bookkeeping<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    effects: &[BookkeepingEffect],
-) -> Result<bool, Error> {
-    let mut run_lease_released = false;
-    let ns = obj.namespace().unwrap_or_default();
-    let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
-    let gone_is_done = |r: Result<(), kube::Error>| match r {
-        Ok(()) | Err(kube::Error::Api(_)) => Ok(()),
-        Err(e) => Err(Error::from(e)),
-    };
-    for effect in effects {
-        match effect {
-            BookkeepingEffect::PromoteRecord {
-                job,
-                inputs_hash,
-                image_id,
-            } => {
-                let promoted =
-                    promote(ctx, obj, job, inputs_hash.as_deref(), image_id.as_deref()).await?;
-                let (reason, warning, note) = promoted.event(job);
-                if let Some(reason) = reason {
-                    super::pass::event(ctx, obj, warning, reason, "Apply", note).await;
-                }
-            }
-            BookkeepingEffect::AdoptState { inputs_hash } => {
-                let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
-                let adopted = adopt(
-                    &ctx.client,
-                    &ns,
-                    &suffix,
-                    &obj.owner_reference(),
-                    &crate::names::state_labels(K::KIND, &obj.name_any(), cluster),
-                    inputs_hash.as_deref(),
-                )
-                .await?;
-                if let (true, Some(hash)) = (adopted.rehashed, inputs_hash) {
-                    let note = format!("the state now records inputs hash {hash}");
-                    super::pass::event(ctx, obj, false, events::STATE_ADOPTED, "Apply", note).await;
-                }
-                if adopted.reowned > 0 {
-                    let note = format!(
-                        "{} state Secrets referred to an earlier object of this name; they are owned by this one now",
-                        adopted.reowned
-                    );
-                    super::pass::event(
-                        ctx,
-                        obj,
-                        false,
-                        events::OWNER_REFERENCES_REPAIRED,
-                        "Apply",
-                        note,
-                    )
-                    .await;
-                }
-            }
-            BookkeepingEffect::DeleteRunSecret { job } => {
-                let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-                let r = secrets
-                    .delete(&run_secret_name(job), &DeleteParams::default())
-                    .await;
-                gone_is_done(r.map(drop))?
-            }
-            BookkeepingEffect::ReleaseRunLease { job } => {
-                run_lease_released =
-                    release_if_held(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
-                if K::KIND == crate::names::WorkloadKind::Cluster {
-                    // The cluster write lease its apply, destroy or restore took.
-                    let cluster =
-                        crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
-                    let name = crate::leases::cluster_lease_name(&ns, cluster);
-                    release_if_held(&ctx.client, &ns, &name, job).await?;
-                }
-            }
-            BookkeepingEffect::RecordUnconfirmed { job } => {
-                let record = attempt_record_name(K::KIND, &obj.name_any());
-                set_unconfirmed(&ctx.client, &ns, &record, Some(job)).await?;
-            }
-            BookkeepingEffect::ClearUnconfirmed => {
-                let record = attempt_record_name(K::KIND, &obj.name_any());
-                set_unconfirmed(&ctx.client, &ns, &record, None).await?;
-            }
-            BookkeepingEffect::ClearRestoreRequest => {
-                let patch = serde_json::json!({"metadata": {"annotations": {annotations::RESTORE_STATE: null}}});
-                super::pass::patch_own(ctx, obj, &patch).await?;
-            }
-            BookkeepingEffect::DeleteJob { name } => {
-                let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-                gone_is_done(
-                    jobs.delete(name, &DeleteParams::background())
-                        .await
-                        .map(drop),
-                )?
-            }
-        }
-    }
-    Ok(run_lease_released)
-}
-
-/// Bookkeeping of every finished Job not yet bookkept: the plan, then its
-/// writes.
-pub async fn bookkeep<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    loaded: &Loaded,
-    draft: &mut Draft,
-    policy: &BookkeepingPolicy,
-) -> Result<Bookkept, Error> {
-    let mut plan = plan_bookkeeping(loaded, draft, policy);
-    plan.booked.run_lease_released = execute_bookkeeping(ctx, obj, &plan.effects).await?;
-    Ok(plan.booked)
-}
-
-/// How a promotion went, for its event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Promoted {
-    /// The applied record pins this digest (`changed`: a new one).
-    Pinned { digest: String, changed: bool },
-    /// Promoted, but the pod reported no digest and none was kept.
-    NoDigest,
-    /// The attempt record is gone or names a newer apply: the applied
-    /// record still describes an older one.
-    InputsGone,
-}
-
-impl Promoted {
-    /// The event a promotion of `job` announces (`None`: none).
-    pub fn event(&self, job: &str) -> (Option<&'static str>, bool, String) {
-        match self {
-            Promoted::Pinned { changed: false, .. } => (None, false, String::new()),
-            Promoted::Pinned { digest, .. } => (
-                Some(events::DIGEST_PINNED),
-                false,
-                format!("Job {job} ran image digest {digest}; later Jobs run it"),
-            ),
-            Promoted::NoDigest => (
-                Some(events::DIGEST_UNKNOWN),
-                true,
-                format!("Job {job} reported no image digest; later Jobs run the image reference"),
-            ),
-            Promoted::InputsGone => (
-                Some(events::APPLIED_INPUTS_UNKNOWN),
-                true,
-                format!(
-                    "Job {job} succeeded but its inputs are no longer on record; the applied record describes an older apply"
-                ),
-            ),
-        }
-    }
-}
-
-/// Promotes the attempt record written for `job` into the applied record,
-/// pinning the digest its pod ran.
-async fn promote<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    job: &str,
-    inputs_hash: Option<&str>,
-    image_id: Option<&str>,
-) -> Result<Promoted, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
-    let Some(Ok(attempt)) =
-        read_record(&ctx.client, &ns, &attempt_record_name(K::KIND, &name)).await?
-    else {
-        return Ok(Promoted::InputsGone);
-    };
-    if inputs_hash.is_some_and(|h| h != attempt.meta.inputs_hash) {
-        // The attempt record moved on to a newer apply already.
-        return Ok(Promoted::InputsGone);
-    }
-    let applied_name = applied_record_name(K::KIND, &name);
-    let previous = read_record(&ctx.client, &ns, &applied_name)
-        .await?
-        .and_then(Result::ok);
-    let digest = image_id.and_then(|id| id.split_once('@')).map(|(_, d)| d);
-    let applied = attempt.promote(job, digest, previous.as_ref());
-    let labels = record_labels(K::KIND, &name);
-    write_record(
-        &ctx.client,
-        &ns,
-        &applied_name,
-        &applied,
-        &obj.owner_reference(),
-        labels,
-    )
-    .await?;
-    Ok(match applied.meta.image_digest {
-        Some(digest) => Promoted::Pinned {
-            changed: previous.and_then(|p| p.meta.image_digest).as_deref() != Some(digest.as_str()),
-            digest,
-        },
-        None => Promoted::NoDigest,
-    })
 }
 
 #[cfg(test)]

@@ -279,55 +279,6 @@ fn a_failed_remediation_keeps_the_drift_pending() {
     );
 }
 
-#[tokio::test]
-async fn bookkeeping_writes_in_plan_order_and_a_gone_object_is_done() {
-    use crate::reconcile::mock_api::{Call, MockApi, status};
-    use crate::reconcile::{Config, Context};
-    // The per-run Secret is already gone; the lease is held by the Job.
-    let mock = MockApi::new(|c: &Call| match c.line().as_str() {
-        "DELETE secrets" => status(404, "NotFound"),
-        "GET leases" => (
-            200,
-            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": c.name(), "namespace": "ns", "resourceVersion": "4", "uid": "l"},
-                "spec": {"holderIdentity": "refresh-1"}}),
-        ),
-        _ => (
-            200,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
-        ),
-    });
-    let ctx = Context::new(mock.client(), Config::new("registry.example/m:dev"));
-    let obj: captf_api::TerraformMachinePool = serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
-        "metadata": {"name": "pool-a", "namespace": "ns", "uid": "u"},
-        "spec": {"source": {"image": "m:1"}},
-    }))
-    .unwrap();
-    let effects = vec![
-        BookkeepingEffect::DeleteRunSecret {
-            job: "refresh-1".into(),
-        },
-        BookkeepingEffect::ReleaseRunLease {
-            job: "refresh-1".into(),
-        },
-        BookkeepingEffect::DeleteJob {
-            name: "refresh-0".into(),
-        },
-    ];
-    execute_bookkeeping(&ctx, &obj, &effects).await.unwrap();
-    assert_eq!(
-        mock.lines(),
-        vec![
-            "DELETE secrets",
-            "GET leases",
-            "DELETE leases",
-            "DELETE jobs"
-        ]
-    );
-    assert!(mock.calls()[3].path.ends_with("/jobs/refresh-0"));
-}
-
 /// Scenario 18: a successful restore newer than the newest apply clears the
 /// hold of an apply of unknown outcome; an older one clears nothing. Either
 /// way the serial is consumed and the request ends only on success.
@@ -411,28 +362,5 @@ fn a_restore_is_bookkept_by_its_outcome_and_its_age_against_the_applies() {
             "failed"
         };
         assert_eq!(mark.restore_result, Some(result), "{case}");
-    }
-}
-
-#[test]
-fn a_promotion_announces_a_new_digest_a_missing_one_or_lost_inputs() {
-    use super::Promoted;
-    let job = "captf-c-prod-apply-a1-abcdef";
-    let pinned = |changed| Promoted::Pinned {
-        digest: "sha256:aa".into(),
-        changed,
-    };
-    let cases = [
-        (pinned(true), Some(("DigestPinned", false))),
-        (pinned(false), None),
-        (Promoted::NoDigest, Some(("DigestUnknown", true))),
-        (Promoted::InputsGone, Some(("AppliedInputsUnknown", true))),
-    ];
-    for (promoted, want) in cases {
-        let (reason, warning, note) = promoted.event(job);
-        assert_eq!(reason.map(|r| (r, warning)), want, "{promoted:?}");
-        if reason.is_some() {
-            assert!(note.contains(job), "{note}");
-        }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod backups;
 pub mod bookkeeping;
+pub mod bookkeeping_writes;
 pub mod cleanup;
 pub mod cluster;
 pub mod cluster_pass;

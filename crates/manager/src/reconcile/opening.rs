@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 
-use super::bookkeeping::bookkeep;
+use super::bookkeeping_writes::bookkeep;
 use super::open_pass::{Measured, OpenPass, Opening};
 use super::pass::{self, Loaded};
 use super::pass_conditions::{deleting_condition, paused_condition, set_ready};

@@ -9,16 +9,15 @@ use std::path::{Path, PathBuf};
 const MAX_FILE_LINES: usize = 600;
 const MAX_FN_LINES: usize = 80;
 
-/// Files over the limit today, each with the work that shrinks it. The
-/// list only shrinks: a file listed here that fits fails the test too.
-const LONG_FILES: &[&str] = &["bookkeeping.rs"];
+/// Files over the limit today. The list only shrinks: a file listed here
+/// that fits fails the test too.
+const LONG_FILES: &[&str] = &[];
 
-/// Functions over the limit today (`file::function`). The list only
-/// shrinks: a function listed here that fits fails the test too.
 /// The files of `reconcile/` that only decide: no request and no `.await`.
 /// Every request of the client is a future, so code that neither awaits
 /// nor spawns one makes none, whatever types it imports.
 const PURE_FILES: &[&str] = &[
+    "bookkeeping.rs",
     "inputs_applied.rs",
     "job_report.rs",
     "machine_outputs.rs",
@@ -33,9 +32,11 @@ const PURE_FILES: &[&str] = &[
     "workload.rs",
 ];
 
+/// Functions over the limit today (`file::function`). The list only
+/// shrinks: a function listed here that fits fails the test too.
 const LONG_FUNCTIONS: &[&str] = &[
     "backups::take",
-    "bookkeeping::execute_bookkeeping",
+    "bookkeeping_writes::execute_bookkeeping",
     "bookkeeping::plan_bookkeeping",
     "cluster_pass::plan_outputs",
     "controllers::run_clusters",
