@@ -90,11 +90,8 @@ pub async fn execute_bookkeeping<K: Workload>(
             BookkeepingEffect::ReleaseRunLease { job } => {
                 run_lease_released =
                     release_if_held(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
-                if K::KIND == crate::names::WorkloadKind::Cluster {
+                if let Some(name) = obj.cluster_write_lease() {
                     // The cluster write lease its apply, destroy or restore took.
-                    let cluster =
-                        crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
-                    let name = crate::leases::cluster_lease_name(&ns, cluster);
                     release_if_held(&ctx.client, &ns, &name, job).await?;
                 }
             }

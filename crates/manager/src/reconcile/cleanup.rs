@@ -80,11 +80,7 @@ pub async fn forget_runs<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Erro
     let suffix = state_suffix(K::KIND, &ns, &name);
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
     let mut names = vec![run_lease_name(&suffix), state_lock_lease(&suffix)];
-    if K::KIND == WorkloadKind::Cluster
-        && let Some(cluster) = crate::adapters::cluster_name_label(obj.meta())
-    {
-        names.push(crate::leases::cluster_lease_name(&ns, cluster));
-    }
+    names.extend(obj.cluster_write_lease());
     for n in names {
         match leases.delete(&n, &DeleteParams::default()).await {
             Ok(_) => {}

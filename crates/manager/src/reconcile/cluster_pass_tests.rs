@@ -97,7 +97,7 @@ fn open_pass(obj: &TerraformCluster, deleting: bool, now: SystemTime) -> OpenPas
         jobs: Vec::new(),
         observed: Vec::new(),
     };
-    OpenPass::for_plan_tests(Draft::new(&[], 1, now), loaded, shared, false, deleting)
+    OpenPass::for_plan_tests(Draft::new(&[], 1, now), loaded, shared, deleting)
 }
 
 /// One whole pass under `policy`: the plan, the draft, the plans after it.

@@ -72,8 +72,7 @@ pub async fn close<K: Workload>(
         }
     }
     let provisioned = provisioned_in(&p.draft, obj.provisioned());
-    let pool = p.pool();
-    set_ready(&mut p.draft, provisioned, pool);
+    set_ready::<K>(&mut p.draft, provisioned);
     super::status_patch::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
     export_gauges(ctx, obj, p);
     if p.active.is_none() && !p.deleting() {

@@ -139,8 +139,7 @@ pub fn plan_start<K: Workload>(
             name: cluster_lease_name.clone(),
             ..lease.clone()
         });
-    let gated_by =
-        (gate && K::KIND != crate::names::WorkloadKind::Cluster).then_some(cluster_lease_name);
+    let gated_by = (gate && !K::HOLDS_CLUSTER_WRITE_LEASE).then_some(cluster_lease_name);
     let request = job_request(obj, &req, &job, attempt, config);
     let built = build(&request);
     let approved = approval_note(&req, &job);

@@ -49,7 +49,6 @@ pub struct OpenPass {
     /// the per-object gauges.
     pub measured: Measured,
     pub(super) deleting: bool,
-    pub(super) pool: bool,
 }
 
 /// Sizes a pass measured (unread ones keep their gauges as they were).
@@ -78,11 +77,6 @@ impl OpenPass {
     pub fn deleting(&self) -> bool {
         self.deleting
     }
-
-    /// A pool (its `Ready` counts `ApplyJobSucceeded` after provisioning).
-    pub fn pool(&self) -> bool {
-        self.pool
-    }
 }
 
 #[cfg(test)]
@@ -92,7 +86,6 @@ impl OpenPass {
         draft: Draft,
         loaded: Loaded,
         shared: PassSettings,
-        pool: bool,
         deleting: bool,
     ) -> Self {
         OpenPass {
@@ -111,7 +104,6 @@ impl OpenPass {
             retry_after: None,
             measured: Measured::default(),
             deleting,
-            pool,
         }
     }
 }

@@ -69,7 +69,6 @@ pub async fn open<K: Workload>(
         paused: shared.paused,
         nothing_to_clean_up,
     });
-    let pool = K::KIND == crate::names::WorkloadKind::MachinePool;
     match pre {
         Preamble::Skip => return Ok(Opening::Done(Action::await_change())),
         Preamble::ReleaseExternallyManaged => {
@@ -105,7 +104,7 @@ pub async fn open<K: Workload>(
                 draft.set(conditions::DEPENDENCIES_READY, c);
             }
             draft.set(conditions::DELETING, &deleting_condition(deleting, false));
-            set_ready(&mut draft, obj.provisioned(), pool);
+            set_ready::<K>(&mut draft, obj.provisioned());
             super::status_patch::finish(ctx, obj, &draft, &[]).await?;
             return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
         }
@@ -117,7 +116,7 @@ pub async fn open<K: Workload>(
     let before_first_job = loaded.jobs.is_empty() && !obj.provisioned();
     if !paused
         && before_first_job
-        && let Some(done) = retained_elsewhere(ctx, obj, &mut draft, deleting, pool).await?
+        && let Some(done) = retained_elsewhere(ctx, obj, &mut draft, deleting).await?
     {
         return Ok(Opening::Done(done));
     }
@@ -142,7 +141,7 @@ pub async fn open<K: Workload>(
             super::credentials::Verdict::Blocked => {
                 let booked =
                     bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
-                set_ready(&mut draft, obj.provisioned(), pool);
+                set_ready::<K>(&mut draft, obj.provisioned());
                 super::status_patch::finish(ctx, obj, &draft, &booked.marks).await?;
                 return Ok(Opening::Done(Action::requeue(Duration::from_secs(15))));
             }
@@ -161,7 +160,7 @@ pub async fn open<K: Workload>(
                 draft.set(conditions::RUNNER_RBAC_READY, &blocked);
                 let booked =
                     bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
-                set_ready(&mut draft, obj.provisioned(), pool);
+                set_ready::<K>(&mut draft, obj.provisioned());
                 super::status_patch::finish(ctx, obj, &draft, &booked.marks).await?;
                 return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
             }
@@ -193,7 +192,6 @@ pub async fn open<K: Workload>(
         retry_after: None,
         measured: Measured::default(),
         deleting,
-        pool,
     };
     if p.active.is_none() {
         if let Some(job) = vanished_apply(obj, &p.loaded) {
@@ -276,7 +274,6 @@ async fn retained_elsewhere<K: Workload>(
     obj: &K,
     draft: &mut Draft,
     deleting: bool,
-    pool: bool,
 ) -> Result<Option<Action>, Error> {
     let Some(uid) = super::retain::foreign(ctx, obj).await? else {
         return Ok(None);
@@ -335,7 +332,7 @@ async fn retained_elsewhere<K: Workload>(
         },
     );
     draft.set(conditions::DELETING, &deleting_condition(false, false));
-    set_ready(draft, obj.provisioned(), pool);
+    set_ready::<K>(draft, obj.provisioned());
     super::status_patch::finish(ctx, obj, draft, &[]).await?;
     Ok(Some(Action::requeue(Duration::from_secs(60))))
 }

@@ -335,9 +335,7 @@ pub async fn withdraw_job<K: Workload>(ctx: &Context, obj: &K, job: &str) -> Res
     }
     let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
     release_if_held(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
-    if K::KIND == crate::names::WorkloadKind::Cluster {
-        let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
-        let lease = crate::leases::cluster_lease_name(&ns, cluster);
+    if let Some(lease) = obj.cluster_write_lease() {
         release_if_held(&ctx.client, &ns, &lease, job).await?;
     }
     Ok(())

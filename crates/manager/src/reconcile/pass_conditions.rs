@@ -6,6 +6,7 @@ use captf_api::names::{conditions, reasons};
 
 use super::open_pass::OpenPass;
 use super::status::Draft;
+use super::workload::Workload;
 use crate::engine::decide::Op;
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::engine::ready::{SummaryInput, summarize};
@@ -86,7 +87,7 @@ pub(super) fn paused_condition(paused: bool) -> ConditionValue {
 }
 
 /// `Ready` from the kind's inputs.
-pub fn set_ready(draft: &mut Draft, provisioned: bool, pool: bool) {
+pub fn set_ready<K: Workload>(draft: &mut Draft, provisioned: bool) {
     let i = |type_, negative, optional| SummaryInput {
         type_,
         negative,
@@ -97,7 +98,7 @@ pub fn set_ready(draft: &mut Draft, provisioned: bool, pool: bool) {
             i(conditions::INFRASTRUCTURE_HEALTHY, false, false),
             i(conditions::DELETING, true, true),
         ];
-        if pool {
+        if K::READY_READS_APPLY_ONCE_PROVISIONED {
             v.push(i(conditions::APPLY_JOB_SUCCEEDED, false, false));
         }
         v

@@ -149,7 +149,7 @@ fn open_pass(obj: &TerraformMachinePool, deps: &PoolDependencies, now: SystemTim
         jobs: Vec::new(),
         observed: Vec::new(),
     };
-    OpenPass::for_plan_tests(Draft::new(&[], 1, now), loaded, shared, true, false)
+    OpenPass::for_plan_tests(Draft::new(&[], 1, now), loaded, shared, false)
 }
 
 /// One whole pass: the plan and the draft it left.

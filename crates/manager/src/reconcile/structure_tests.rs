@@ -459,3 +459,29 @@ fn api_marks_find_a_request_and_nothing_in_plain_code() {
     let names: Vec<String> = functions(code).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["plan_start", "execute"]);
 }
+
+/// What a branch on the kind looks like in code generic over `Workload`.
+fn kind_branches(code: &str) -> Vec<&'static str> {
+    ["KIND ==", "KIND !=", "match K::KIND", "matches!(K::KIND"]
+        .into_iter()
+        .filter(|m| code.contains(m))
+        .collect()
+}
+
+#[test]
+fn no_branch_on_the_kind_in_shared_code() {
+    // A kind's difference is a `Workload` constant or function, declared
+    // with the kind; shared code that compares kinds grows a case per kind.
+    let found: Vec<String> = sources()
+        .iter()
+        .flat_map(|(rel, text)| {
+            kind_branches(without_tests(text))
+                .into_iter()
+                .map(move |m| format!("{rel} holds `{m}`"))
+        })
+        .collect();
+    assert!(found.is_empty(), "kind branches: {found:#?}");
+    let branch = "if K::KIND == WorkloadKind::Cluster { release().await; }";
+    assert_eq!(kind_branches(branch), vec!["KIND =="]);
+    assert!(kind_branches("let s = state_suffix(K::KIND, ns, name);").is_empty());
+}

@@ -25,6 +25,14 @@ pub trait Workload:
 {
     const KIND: WorkloadKind;
     const FINALIZER: &'static str;
+    /// Whether this kind's apply, destroy and restore Jobs hold the
+    /// Cluster's write lease (a TerraformCluster's do; its machines and
+    /// pools wait on it instead).
+    const HOLDS_CLUSTER_WRITE_LEASE: bool = false;
+    /// Whether `Ready` keeps reading `ApplyJobSucceeded` once provisioned:
+    /// a pool applies again on every membership change, so its last apply
+    /// stays part of its readiness.
+    const READY_READS_APPLY_ONCE_PROVISIONED: bool = false;
     fn workspace(&self) -> &WorkspaceSpec;
     fn workspace_status(&self) -> Option<&WorkspaceStatus>;
     fn conditions(&self) -> &[Condition];
@@ -50,6 +58,18 @@ pub trait Workload:
         self.finalizers().iter().any(|f| f == Self::FINALIZER)
     }
 
+    /// The Cluster write lease this object's Jobs hold, by name; `None`
+    /// for the kinds that take none, or before the object names its
+    /// Cluster (no Job takes the lease then).
+    fn cluster_write_lease(&self) -> Option<String> {
+        if !Self::HOLDS_CLUSTER_WRITE_LEASE {
+            return None;
+        }
+        let ns = self.namespace().unwrap_or_default();
+        crate::adapters::cluster_name_label(self.meta())
+            .map(|cluster| crate::leases::cluster_lease_name(&ns, cluster))
+    }
+
     /// A TerraformMachine's `status.unhealthySamples`; `None` for the
     /// kinds that have none.
     fn unhealthy_samples(&self) -> Option<u32> {
@@ -60,6 +80,7 @@ pub trait Workload:
 impl Workload for TerraformCluster {
     const KIND: WorkloadKind = WorkloadKind::Cluster;
     const FINALIZER: &'static str = finalizers::TERRAFORM_CLUSTER;
+    const HOLDS_CLUSTER_WRITE_LEASE: bool = true;
     fn workspace(&self) -> &WorkspaceSpec {
         &self.spec.workspace
     }
@@ -77,6 +98,7 @@ impl Workload for TerraformCluster {
 impl Workload for TerraformMachinePool {
     const KIND: WorkloadKind = WorkloadKind::MachinePool;
     const FINALIZER: &'static str = finalizers::TERRAFORM_MACHINE_POOL;
+    const READY_READS_APPLY_ONCE_PROVISIONED: bool = true;
     fn workspace(&self) -> &WorkspaceSpec {
         &self.spec.workspace
     }
