@@ -220,6 +220,39 @@ pub async fn start_job<K: Workload>(
         }
     }
     let records = p.loaded.records();
+    announce_start(ctx, obj, p, decision, op, &records).await;
+    let config = StartConfig {
+        runner_image: &ctx.config.runner_image,
+        runner_events: ctx.config.runner_events,
+        cluster_gate: ctx.config.cluster_operation_gate,
+    };
+    let planned_unlock = req.force_unlock.clone();
+    let planned = plan_start(obj, &records, req, &config);
+    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await;
+    if !matches!(outcome, Ok(StartOutcome::Started { .. })) {
+        ctx.slots.release(&super::slots::object_key(obj));
+    }
+    let outcome = outcome?;
+    let requeue = match outcome {
+        StartOutcome::Started { job } => {
+            record_started(ctx, obj, p, job, op, planned_unlock, now).await;
+            ACTIVE_JOB_REQUEUE
+        }
+        StartOutcome::Waiting { requeue } => requeue,
+    };
+    close(ctx, obj, p, Some(requeue)).await
+}
+
+/// The events (and `DriftDetected`) a start announces before its Job, by
+/// the decision's reason.
+async fn announce_start<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    decision: &Decision,
+    op: Op,
+    records: &[JobRecord],
+) {
     if decision.reason == Reason::InputsChanged {
         ctx.metrics.inputs_hash_changed(K::KIND.kind());
         pass::event(
@@ -262,44 +295,37 @@ pub async fn start_job<K: Workload>(
         )
         .await;
     }
-    let config = StartConfig {
-        runner_image: &ctx.config.runner_image,
-        runner_events: ctx.config.runner_events,
-        cluster_gate: ctx.config.cluster_operation_gate,
-    };
-    let planned_unlock = req.force_unlock.clone();
-    let planned = plan_start(obj, &records, req, &config);
-    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await;
-    if !matches!(outcome, Ok(StartOutcome::Started { .. })) {
-        ctx.slots.release(&super::slots::object_key(obj));
+}
+
+/// A started Job: its force-unlock event, its slot, and the pass's active
+/// Job (so the close keeps block-move and `activeJob`).
+async fn record_started<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    job: String,
+    op: Op,
+    force_unlocked: Option<String>,
+    now: SystemTime,
+) {
+    if let Some(id) = &force_unlocked {
+        let note = format!(
+            "Job {job} force-unlocks the state lock {id}, left by a runner pod of this object that is gone"
+        );
+        pass::event(ctx, obj, true, events::FORCE_UNLOCKED, op.as_str(), note).await;
     }
-    let outcome = outcome?;
-    let requeue = match outcome {
-        StartOutcome::Started { job } => {
-            if let Some(id) = &planned_unlock {
-                let note = format!(
-                    "Job {job} force-unlocks the state lock {id}, left by a runner pod of this object that is gone"
-                );
-                pass::event(ctx, obj, true, events::FORCE_UNLOCKED, op.as_str(), note).await;
-            }
-            let ns = obj.namespace().unwrap_or_default();
-            let key = super::slots::object_key(obj);
-            ctx.slots.started(&key, &ns, &job, &p.shared.cluster_name);
-            // The Job runs: close keeps block-move and activeJob.
-            p.active = Some(JobRecord {
-                name: job,
-                op,
-                attempt: 0,
-                outcome: Outcome::Running,
-                created: now,
-                finished: None,
-                remediation: false,
-            });
-            ACTIVE_JOB_REQUEUE
-        }
-        StartOutcome::Waiting { requeue } => requeue,
-    };
-    close(ctx, obj, p, Some(requeue)).await
+    let ns = obj.namespace().unwrap_or_default();
+    let key = super::slots::object_key(obj);
+    ctx.slots.started(&key, &ns, &job, &p.shared.cluster_name);
+    p.active = Some(JobRecord {
+        name: job,
+        op,
+        attempt: 0,
+        outcome: Outcome::Running,
+        created: now,
+        finished: None,
+        remediation: false,
+    });
 }
 
 /// The state lock's ID when one of the object's own runner pods left it

@@ -212,6 +212,16 @@ fn rfc3339(t: Option<SystemTime>) -> String {
         .unwrap_or_default()
 }
 
+/// What a Job of one operation renders and runs.
+struct RunInputs {
+    files: (String, String),
+    hash: String,
+    image: String,
+    tick: String,
+    /// The attempt record an apply writes before its Job.
+    record: Option<InputsRecord>,
+}
+
 /// The request for starting `op`, or `None` when its inputs are missing.
 #[allow(clippy::too_many_arguments)]
 pub fn start_request<K: Workload>(
@@ -230,10 +240,8 @@ pub fn start_request<K: Workload>(
     // render the current inputs.
     let described = InputsRecord::describing_state(applied, attempt, state_hash.as_deref());
     let mut warnings = Vec::new();
-    let identity = p.shared.identity.as_ref();
-    let (files, hash, image, tick, record) = match op {
+    let run = match op {
         Op::Apply | Op::Plan => {
-            let cur = current?;
             let tick = if remediation {
                 format!(
                     "remediate/{}",
@@ -242,122 +250,193 @@ pub fn start_request<K: Workload>(
             } else {
                 String::new()
             };
-            let record = (op == Op::Apply).then(|| InputsRecord {
-                main_tf_json: cur.files.0.clone(),
-                tfvars_json: cur.files.1.clone(),
-                meta: RecordMeta {
-                    inputs_hash: cur.hash.clone(),
-                    image: cur.image.clone(),
-                    image_digest: None,
-                    identity: identity.map(|i| i.name.clone()),
-                    identity_kind: identity.and_then(|i| i.kind).map(|k| {
-                        serde_json::to_value(k)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default()
-                    }),
-                    job: None,
-                    // An unknown outcome stays on record until this apply
-                    // (or a later one) succeeds.
-                    unconfirmed_apply: InputsRecord::unconfirmed_in_force(attempt, applied),
-                    // A new apply starts a new list: its success pins a
-                    // digest again.
-                    unpullable_images: Vec::new(),
-                },
-                exports: Default::default(),
-            });
-            (
-                cur.files.clone(),
-                cur.hash.clone(),
-                cur.image.clone(),
-                tick,
-                record,
-            )
+            apply_inputs(p, op, current?, tick, applied, attempt)
         }
         Op::Refresh | Op::Drift => {
-            let (files, image) = match (current, described) {
-                (Some(cur), rec) if p.shared.mutable => (
-                    cur.files.clone(),
-                    rec.map(InputsRecord::pinned_image)
-                        .unwrap_or_else(|| cur.image.clone()),
-                ),
-                (_, Some(r)) => (
-                    (r.main_tf_json.clone(), r.tfvars_json.clone()),
-                    r.pinned_image(),
-                ),
-                (Some(cur), None) => (cur.files.clone(), cur.image.clone()),
-                (None, None) => return None,
-            };
-            let hash = state_hash
-                .clone()
-                .or_else(|| current.map(|c| c.hash.clone()))
-                .unwrap_or_default();
             let key = if op == Op::Refresh {
                 "lastRefresh"
             } else {
                 "lastDriftCheck"
             };
-            (
-                files,
-                hash,
-                image,
-                rfc3339(status_time(obj, &p.draft, key)),
-                None,
-            )
+            let tick = rfc3339(status_time(obj, &p.draft, key));
+            refresh_inputs(p, current, described, state_hash, tick)?
         }
         Op::Destroy => {
-            let (files, image, rec_hash) = match (described, current) {
-                (Some(r), _) => (
-                    (r.main_tf_json.clone(), r.tfvars_json.clone()),
-                    r.pinned_image(),
-                    r.meta.inputs_hash.clone(),
-                ),
-                (None, Some(cur)) => (cur.files.clone(), cur.image.clone(), cur.hash.clone()),
-                (None, None) => return None,
-            };
-            if let Some(state) = state_hash.as_ref().filter(|h| **h != rec_hash) {
-                let source = match described.and_then(|r| r.meta.job.as_deref()) {
-                    Some(job) => format!("the inputs of Job {job}"),
-                    None => "the current inputs".to_owned(),
-                };
-                warnings.push((
-                    events::DESTROY_INPUTS_MISMATCH,
-                    format!(
-                        "the state was applied from inputs {state}; the destroy renders {source}, inputs {rec_hash}"
-                    ),
-                ));
-            }
-            (
-                files,
-                state_hash.unwrap_or(rec_hash),
-                image,
-                String::new(),
-                None,
-            )
+            let (run, mismatch) = destroy_inputs(current, described, state_hash)?;
+            warnings.extend(mismatch);
+            run
         }
-        Op::Restore => {
-            let target = p.restore.as_ref()?;
-            // The runtime comes with the module image the state was applied
-            // with; the root is the backend alone.
-            let image = recorded
-                .map(InputsRecord::pinned_image)
-                .or_else(|| current.map(|c| c.image.clone()))?;
-            let root = captf_contract::render_backend_root();
-            (
-                (root.main_tf_json, root.tfvars_json),
-                target.inputs_hash.clone(),
-                image,
-                format!("restore/{}", target.set),
-                None,
-            )
-        }
+        Op::Restore => restore_inputs(p, current, recorded)?,
     };
     let source = if op == Op::Restore {
         recorded
     } else {
         described
     };
-    let (image, fallbacks) = pull_candidates(op, image, source, current, attempt);
+    let (image, fallbacks) = pull_candidates(op, run.image, source, current, attempt);
+    Some(StartRequest {
+        op,
+        approval: None,
+        remediation,
+        files: run.files,
+        inputs_hash: run.hash,
+        tick: run.tick,
+        image,
+        attempt_record: run.record,
+        guard: None,
+        plan_key_secret: None,
+        cluster_name: p.shared.cluster_name.clone(),
+        jobs: p.shared.jobs.clone(),
+        credentials_secret: p.credentials_secret.clone(),
+        annotations: start_annotations(p, op, &fallbacks),
+        force_unlock: None,
+        restore: (op == Op::Restore).then(|| p.restore.clone()).flatten(),
+        warnings,
+    })
+}
+
+/// An apply or plan renders the current inputs; an apply records them as
+/// its attempt first.
+fn apply_inputs(
+    p: &OpenPass,
+    op: Op,
+    cur: &Rendered,
+    tick: String,
+    applied: Option<&InputsRecord>,
+    attempt: Option<&InputsRecord>,
+) -> RunInputs {
+    let identity = p.shared.identity.as_ref();
+    let record = (op == Op::Apply).then(|| InputsRecord {
+        main_tf_json: cur.files.0.clone(),
+        tfvars_json: cur.files.1.clone(),
+        meta: RecordMeta {
+            inputs_hash: cur.hash.clone(),
+            image: cur.image.clone(),
+            image_digest: None,
+            identity: identity.map(|i| i.name.clone()),
+            identity_kind: identity.and_then(|i| i.kind).map(|k| {
+                serde_json::to_value(k)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            }),
+            job: None,
+            // An unknown outcome stays on record until this apply (or a
+            // later one) succeeds.
+            unconfirmed_apply: InputsRecord::unconfirmed_in_force(attempt, applied),
+            // A new apply starts a new list: its success pins a digest
+            // again.
+            unpullable_images: Vec::new(),
+        },
+        exports: Default::default(),
+    });
+    RunInputs {
+        files: cur.files.clone(),
+        hash: cur.hash.clone(),
+        image: cur.image.clone(),
+        tick,
+        record,
+    }
+}
+
+/// A refresh or drift check renders the current inputs when they may
+/// change under the state (`mutable`), else the inputs the state was
+/// applied from.
+fn refresh_inputs(
+    p: &OpenPass,
+    current: Option<&Rendered>,
+    described: Option<&InputsRecord>,
+    state_hash: Option<String>,
+    tick: String,
+) -> Option<RunInputs> {
+    let (files, image) = match (current, described) {
+        (Some(cur), rec) if p.shared.mutable => (
+            cur.files.clone(),
+            rec.map(InputsRecord::pinned_image)
+                .unwrap_or_else(|| cur.image.clone()),
+        ),
+        (_, Some(r)) => (
+            (r.main_tf_json.clone(), r.tfvars_json.clone()),
+            r.pinned_image(),
+        ),
+        (Some(cur), None) => (cur.files.clone(), cur.image.clone()),
+        (None, None) => return None,
+    };
+    let hash = state_hash
+        .or_else(|| current.map(|c| c.hash.clone()))
+        .unwrap_or_default();
+    Some(RunInputs {
+        files,
+        hash,
+        image,
+        tick,
+        record: None,
+    })
+}
+
+/// A destroy renders the inputs the state was applied from (the current
+/// ones when none are on record), with a warning when those differ from
+/// the state's own.
+fn destroy_inputs(
+    current: Option<&Rendered>,
+    described: Option<&InputsRecord>,
+    state_hash: Option<String>,
+) -> Option<(RunInputs, Option<(&'static str, String)>)> {
+    let (files, image, rec_hash) = match (described, current) {
+        (Some(r), _) => (
+            (r.main_tf_json.clone(), r.tfvars_json.clone()),
+            r.pinned_image(),
+            r.meta.inputs_hash.clone(),
+        ),
+        (None, Some(cur)) => (cur.files.clone(), cur.image.clone(), cur.hash.clone()),
+        (None, None) => return None,
+    };
+    let mismatch = state_hash.as_ref().filter(|h| **h != rec_hash).map(|state| {
+        let source = match described.and_then(|r| r.meta.job.as_deref()) {
+            Some(job) => format!("the inputs of Job {job}"),
+            None => "the current inputs".to_owned(),
+        };
+        (
+            events::DESTROY_INPUTS_MISMATCH,
+            format!(
+                "the state was applied from inputs {state}; the destroy renders {source}, inputs {rec_hash}"
+            ),
+        )
+    });
+    let run = RunInputs {
+        files,
+        hash: state_hash.unwrap_or(rec_hash),
+        image,
+        tick: String::new(),
+        record: None,
+    };
+    Some((run, mismatch))
+}
+
+/// A restore renders the backend alone, with the module image the state
+/// was applied with (its runtime).
+fn restore_inputs(
+    p: &OpenPass,
+    current: Option<&Rendered>,
+    recorded: Option<&InputsRecord>,
+) -> Option<RunInputs> {
+    let target = p.restore.as_ref()?;
+    let image = recorded
+        .map(InputsRecord::pinned_image)
+        .or_else(|| current.map(|c| c.image.clone()))?;
+    let root = captf_contract::render_backend_root();
+    Some(RunInputs {
+        files: (root.main_tf_json, root.tfvars_json),
+        hash: target.inputs_hash.clone(),
+        image,
+        tick: format!("restore/{}", target.set),
+        record: None,
+    })
+}
+
+/// The Job's annotations: the interrupted apply an apply follows, and the
+/// images left to try when the first cannot be pulled.
+fn start_annotations(p: &OpenPass, op: Op, fallbacks: &[String]) -> BTreeMap<String, String> {
     let mut annotations = match (&p.unconfirmed_apply, op) {
         (Some(job), Op::Apply) => {
             BTreeMap::from([(annotations::AFTER_INTERRUPTED_APPLY.to_owned(), job.clone())])
@@ -367,28 +446,10 @@ pub fn start_request<K: Workload>(
     if !fallbacks.is_empty() {
         annotations.insert(
             annotations::IMAGE_FALLBACKS.to_owned(),
-            serde_json::to_string(&fallbacks).expect("strings serialize"),
+            serde_json::to_string(fallbacks).expect("strings serialize"),
         );
     }
-    Some(StartRequest {
-        op,
-        approval: None,
-        remediation,
-        files,
-        inputs_hash: hash,
-        tick,
-        image,
-        attempt_record: record,
-        guard: None,
-        plan_key_secret: None,
-        cluster_name: p.shared.cluster_name.clone(),
-        jobs: p.shared.jobs.clone(),
-        credentials_secret: p.credentials_secret.clone(),
-        annotations,
-        force_unlock: None,
-        restore: (op == Op::Restore).then(|| p.restore.clone()).flatten(),
-        warnings,
-    })
+    annotations
 }
 
 /// The image a Job of `op` runs and the images left to try after it. Apply

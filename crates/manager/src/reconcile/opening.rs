@@ -9,8 +9,10 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 
+use super::bookkeeping::Bookkept;
 use super::bookkeeping_writes::bookkeep;
-use super::open_pass::{Measured, OpenPass, Opening};
+use super::credentials::Verdict;
+use super::open_pass::{Measured, OpenPass, Opening, Records};
 use super::pass::{self, Loaded};
 use super::pass_conditions::{deleting_condition, paused_condition, set_ready};
 use super::runner_access::ensure_runner;
@@ -23,7 +25,7 @@ use crate::engine::decide::Op;
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::engine::preamble::{Preamble, PreambleInput, preamble};
 use crate::records::{InputsRecord, attempt_record_name};
-use crate::state::reader::StateError;
+use crate::state::reader::{StateError, StateSummary};
 
 /// The preamble and the opening stages. `Done` ends the pass.
 pub async fn open<K: Workload>(
@@ -36,79 +38,17 @@ pub async fn open<K: Workload>(
     let generation = obj.meta().generation.unwrap_or(0);
     let mut draft = Draft::new(obj.conditions(), generation, now);
     let loaded = pass::load_jobs(ctx, obj).await?;
-    // A deleting object reads its state now (is there anything to clean
-    // up?); the pass reuses that read.
-    let mut early_state = None;
-    let mut early_records = None;
-    let (nothing_to_destroy, nothing_to_clean_up) = if deleting {
-        let read = pass::state(ctx, obj).await?;
-        let records = super::stored::read_records(ctx, obj).await?;
-        let left = crate::engine::leftovers::Leftovers {
-            jobs: !loaded.jobs.is_empty(),
-            state: !matches!(read, Err(StateError::NotFound)),
-            provisioned: obj.provisioned(),
-            applied_record: records.applied.is_some(),
-            unconfirmed_apply: InputsRecord::unconfirmed_in_force(
-                records.attempt.as_ref(),
-                records.applied.as_ref(),
-            )
-            .is_some(),
-            vanished_apply: vanished_apply(obj, &loaded).is_some(),
-        };
-        early_state = Some(read);
-        early_records = Some(records);
-        (left.nothing_to_destroy(), left.nothing_to_clean_up())
-    } else {
-        (false, false)
-    };
+    let early = read_for_deletion(ctx, obj, &loaded, deleting).await?;
     let pre = preamble(&PreambleInput {
         externally_managed: obj.annotations().contains_key(annotations::MANAGED_BY),
         deleting,
         has_finalizer: obj.has_finalizer(),
         owner: shared.owner.lookup,
         paused: shared.paused,
-        nothing_to_clean_up,
+        nothing_to_clean_up: early.nothing_to_clean_up,
     });
-    match pre {
-        Preamble::Skip => return Ok(Opening::Done(Action::await_change())),
-        Preamble::ReleaseExternallyManaged => {
-            pass::remove_finalizer(ctx, obj).await?;
-            pass::event(
-                ctx,
-                obj,
-                false,
-                events::EXTERNALLY_MANAGED_RELEASED,
-                "Delete",
-                "externally managed: finalizer removed, nothing destroyed".into(),
-            )
-            .await;
-            return Ok(Opening::Done(Action::await_change()));
-        }
-        Preamble::AddFinalizer => {
-            pass::add_finalizer(ctx, obj).await?;
-            return Ok(Opening::Done(Action::requeue(Duration::from_millis(100))));
-        }
-        Preamble::DropFinalizer => {
-            // Nothing to clean up, unless a start racing this pass holds
-            // the run lease: its Job would outlive the object.
-            if let Some(job) = pass::run_lease_holder(ctx, obj).await? {
-                tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), job = %job, "the run lease is held; the finalizer stays");
-                return Ok(Opening::Done(Action::requeue(pass::START_DEFERRED_REQUEUE)));
-            }
-            super::cleanup::cleanup(ctx, obj).await?;
-            pass::remove_finalizer(ctx, obj).await?;
-            return Ok(Opening::Done(Action::await_change()));
-        }
-        Preamble::WaitForOwner | Preamble::OwnerGated(_) => {
-            if let Some(c) = &shared.owner.condition {
-                draft.set(conditions::DEPENDENCIES_READY, c);
-            }
-            draft.set(conditions::DELETING, &deleting_condition(deleting, false));
-            set_ready::<K>(&mut draft, obj.provisioned());
-            super::status_patch::finish(ctx, obj, &draft, &[]).await?;
-            return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
-        }
-        Preamble::Paused | Preamble::Proceed => {}
+    if let Some(action) = end_in_preamble(ctx, obj, shared, pre, &mut draft, deleting).await? {
+        return Ok(Opening::Done(action));
     }
     let paused = pre == Preamble::Paused;
     // Retained Secrets of an earlier namesake can only be there before this
@@ -125,74 +65,221 @@ pub async fn open<K: Workload>(
     if shared.owner.condition.is_none() {
         draft.set(conditions::DEPENDENCIES_READY, &dependencies_ready());
     }
-    let mut credentials_secret = None;
-    let mut credentials = None;
     // A deletion under Retain, or of an object with nothing to destroy,
     // runs no Job: it needs no credentials (a missing identity must not
     // keep such an object forever).
-    let runs_no_job = paused || (deleting && (shared.retain || nothing_to_destroy));
-    if !runs_no_job {
-        // Credentials and the runner's RBAC, every pass for a live object.
-        match super::credentials::check(ctx, obj, shared.identity.as_ref(), &mut draft).await? {
-            super::credentials::Verdict::Ready(secret) => {
-                credentials = Some(super::credentials::Verdict::Ready(secret.clone()));
-                credentials_secret = secret;
-            }
-            super::credentials::Verdict::Blocked => {
-                let booked =
-                    bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
-                set_ready::<K>(&mut draft, obj.provisioned());
-                super::status_patch::finish(ctx, obj, &draft, &booked.marks).await?;
-                return Ok(Opening::Done(Action::requeue(Duration::from_secs(15))));
-            }
+    let runs_no_job = paused || (deleting && (shared.retain || early.nothing_to_destroy));
+    let credentials = if runs_no_job {
+        None
+    } else {
+        match check_runner(ctx, obj, shared, &loaded, &mut draft).await? {
+            Ok(verdict) => Some(verdict),
+            Err(action) => return Ok(Opening::Done(action)),
         }
-        match ensure_runner(ctx, obj, &shared.jobs).await {
-            Ok(account) => draft.set(
-                conditions::RUNNER_RBAC_READY,
-                &ConditionValue {
-                    status: ConditionStatus::True,
-                    reason: reasons::RBAC_READY,
-                    message: format!("ServiceAccount {account} can run Jobs"),
-                },
-            ),
-            Err(blocked) => {
-                // No Job can run as a missing or unconsenting account.
-                draft.set(conditions::RUNNER_RBAC_READY, &blocked);
-                let booked =
-                    bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
-                set_ready::<K>(&mut draft, obj.provisioned());
-                super::status_patch::finish(ctx, obj, &draft, &booked.marks).await?;
-                return Ok(Opening::Done(Action::requeue(Duration::from_secs(30))));
-            }
-        }
-    }
+    };
     let booked = bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
-    let active = booked.active.clone();
-    if booked.newly.iter().any(|o| o.record.op == Op::Apply) {
-        // Bookkeeping adopted the state of an apply: read it again.
-        early_state = None;
+    let p = opened(obj, shared, draft, loaded, booked, credentials, early);
+    after_bookkeeping(ctx, obj, p, paused, now).await
+}
+
+/// What a deleting object's opening read (is there anything to clean up?),
+/// kept for the pass so it reads nothing twice.
+struct DeletionRead {
+    state: Option<Result<StateSummary, StateError>>,
+    records: Option<Records>,
+    nothing_to_destroy: bool,
+    nothing_to_clean_up: bool,
+}
+
+async fn read_for_deletion<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    loaded: &Loaded,
+    deleting: bool,
+) -> Result<DeletionRead, Error> {
+    if !deleting {
+        return Ok(DeletionRead {
+            state: None,
+            records: None,
+            nothing_to_destroy: false,
+            nothing_to_clean_up: false,
+        });
     }
-    if !booked.newly.is_empty() {
-        // Bookkeeping may have written the records: read them again.
-        early_records = None;
+    let read = pass::state(ctx, obj).await?;
+    let records = super::stored::read_records(ctx, obj).await?;
+    let left = crate::engine::leftovers::Leftovers {
+        jobs: !loaded.jobs.is_empty(),
+        state: !matches!(read, Err(StateError::NotFound)),
+        provisioned: obj.provisioned(),
+        applied_record: records.applied.is_some(),
+        unconfirmed_apply: InputsRecord::unconfirmed_in_force(
+            records.attempt.as_ref(),
+            records.applied.as_ref(),
+        )
+        .is_some(),
+        vanished_apply: vanished_apply(obj, loaded).is_some(),
+    };
+    Ok(DeletionRead {
+        nothing_to_destroy: left.nothing_to_destroy(),
+        nothing_to_clean_up: left.nothing_to_clean_up(),
+        state: Some(read),
+        records: Some(records),
+    })
+}
+
+/// Makes what a preamble that ends the pass asks for; `None` when the pass
+/// goes on (paused or proceeding).
+async fn end_in_preamble<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    shared: &PassSettings,
+    pre: Preamble,
+    draft: &mut Draft,
+    deleting: bool,
+) -> Result<Option<Action>, Error> {
+    let action = match pre {
+        Preamble::Skip => Action::await_change(),
+        Preamble::ReleaseExternallyManaged => {
+            pass::remove_finalizer(ctx, obj).await?;
+            pass::event(
+                ctx,
+                obj,
+                false,
+                events::EXTERNALLY_MANAGED_RELEASED,
+                "Delete",
+                "externally managed: finalizer removed, nothing destroyed".into(),
+            )
+            .await;
+            Action::await_change()
+        }
+        Preamble::AddFinalizer => {
+            pass::add_finalizer(ctx, obj).await?;
+            Action::requeue(Duration::from_millis(100))
+        }
+        Preamble::DropFinalizer => {
+            // Nothing to clean up, unless a start racing this pass holds
+            // the run lease: its Job would outlive the object.
+            if let Some(job) = pass::run_lease_holder(ctx, obj).await? {
+                tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), job = %job, "the run lease is held; the finalizer stays");
+                return Ok(Some(Action::requeue(pass::START_DEFERRED_REQUEUE)));
+            }
+            super::cleanup::cleanup(ctx, obj).await?;
+            pass::remove_finalizer(ctx, obj).await?;
+            Action::await_change()
+        }
+        Preamble::WaitForOwner | Preamble::OwnerGated(_) => {
+            if let Some(c) = &shared.owner.condition {
+                draft.set(conditions::DEPENDENCIES_READY, c);
+            }
+            draft.set(conditions::DELETING, &deleting_condition(deleting, false));
+            set_ready::<K>(draft, obj.provisioned());
+            super::status_patch::finish(ctx, obj, draft, &[]).await?;
+            Action::requeue(Duration::from_secs(30))
+        }
+        Preamble::Paused | Preamble::Proceed => return Ok(None),
+    };
+    Ok(Some(action))
+}
+
+/// Credentials and the runner's RBAC, every pass of a live object that may
+/// run a Job. `Err` ends the pass: no Job can run, what finished is still
+/// bookkept.
+async fn check_runner<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    shared: &PassSettings,
+    loaded: &Loaded,
+    draft: &mut Draft,
+) -> Result<Result<Verdict, Action>, Error> {
+    let verdict = super::credentials::check(ctx, obj, shared.identity.as_ref(), draft).await?;
+    if verdict == Verdict::Blocked {
+        let action = Action::requeue(Duration::from_secs(15));
+        return Ok(Err(
+            end_blocked(ctx, obj, shared, loaded, draft, action).await?
+        ));
     }
-    let mut p = OpenPass {
+    match ensure_runner(ctx, obj, &shared.jobs).await {
+        Ok(account) => draft.set(
+            conditions::RUNNER_RBAC_READY,
+            &ConditionValue {
+                status: ConditionStatus::True,
+                reason: reasons::RBAC_READY,
+                message: format!("ServiceAccount {account} can run Jobs"),
+            },
+        ),
+        Err(blocked) => {
+            // No Job can run as a missing or unconsenting account.
+            draft.set(conditions::RUNNER_RBAC_READY, &blocked);
+            let action = Action::requeue(Duration::from_secs(30));
+            return Ok(Err(
+                end_blocked(ctx, obj, shared, loaded, draft, action).await?
+            ));
+        }
+    }
+    Ok(Ok(verdict))
+}
+
+/// Ends a pass whose runner cannot run: bookkeeping, `Ready`, the status.
+async fn end_blocked<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    shared: &PassSettings,
+    loaded: &Loaded,
+    draft: &mut Draft,
+    action: Action,
+) -> Result<Action, Error> {
+    let booked = bookkeep(ctx, obj, loaded, draft, &bookkeeping_policy(shared)).await?;
+    set_ready::<K>(draft, obj.provisioned());
+    super::status_patch::finish(ctx, obj, draft, &booked.marks).await?;
+    Ok(action)
+}
+
+/// The pass past its opening, with what bookkeeping made stale dropped.
+fn opened<K: Workload>(
+    obj: &K,
+    shared: &PassSettings,
+    draft: Draft,
+    loaded: Loaded,
+    booked: Bookkept,
+    credentials: Option<Verdict>,
+    early: DeletionRead,
+) -> OpenPass {
+    // Bookkeeping that adopted the state of an apply makes the early state
+    // read stale; one that bookkept anything may have written the records.
+    let adopted = booked.newly.iter().any(|o| o.record.op == Op::Apply);
+    let wrote_records = !booked.newly.is_empty();
+    let credentials_secret = match &credentials {
+        Some(Verdict::Ready(secret)) => secret.clone(),
+        _ => None,
+    };
+    OpenPass {
         draft,
         loaded,
+        active: booked.active.clone(),
         booked,
-        active,
         shared: shared.clone(),
         credentials_secret,
         credentials,
-        early_state,
-        early_records,
+        early_state: early.state.filter(|_| !adopted),
+        early_records: early.records.filter(|_| !wrote_records),
         block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
         unconfirmed_apply: None,
         restore: None,
         retry_after: None,
         measured: Measured::default(),
-        deleting,
-    };
+        deleting: obj.meta().deletion_timestamp.is_some(),
+    }
+}
+
+/// A vanished apply is recorded and `activeJob` goes when no Job runs; a
+/// paused object's pass ends here.
+async fn after_bookkeeping<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    mut p: OpenPass,
+    paused: bool,
+    now: SystemTime,
+) -> Result<Opening, Error> {
     if p.active.is_none() {
         if let Some(job) = vanished_apply(obj, &p.loaded) {
             record_vanished(ctx, obj, &mut p.draft, &job).await?;
