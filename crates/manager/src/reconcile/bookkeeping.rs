@@ -224,9 +224,33 @@ pub fn plan_bookkeeping(
     draft: &mut Draft,
     policy: &BookkeepingPolicy,
 ) -> BookkeepingPlan {
-    // Every finished Job not bookkept yet, oldest first; one whose pod is
-    // gone (no result, no error) is still counted once, from its Job
-    // conditions.
+    let newly = unbookkept(loaded);
+    let mut effects = Vec::new();
+    let records = loaded.records();
+    let marks = newly
+        .iter()
+        .map(|o| book_job(loaded, o, &records, draft, policy, &mut effects))
+        .collect();
+    set_job_conditions(loaded, &newly, draft, policy);
+    let (successful, failed) = policy.history_limits;
+    for name in history::prune(&records, successful, failed) {
+        effects.push(BookkeepingEffect::DeleteJob { name });
+    }
+    BookkeepingPlan {
+        booked: Bookkept {
+            marks,
+            newly,
+            active: history::active(&records).cloned(),
+            run_lease_released: false,
+        },
+        effects,
+    }
+}
+
+/// Every finished Job not bookkept yet, oldest first; one whose pod is
+/// gone (no result, no error) is still counted once, from its Job
+/// conditions.
+fn unbookkept(loaded: &Loaded) -> Vec<ObservedJob> {
     let mut newly: Vec<ObservedJob> = loaded
         .observed
         .iter()
@@ -241,187 +265,232 @@ pub fn plan_bookkeeping(
     newly.sort_by(|a, b| {
         (a.record.finished, &a.record.name).cmp(&(b.record.finished, &b.record.name))
     });
-    let mut marks = Vec::new();
-    let mut effects = Vec::new();
-    let records = loaded.records();
-    for o in &newly {
-        let job = &o.record.name;
-        let inputs_hash = loaded
-            .annotation(job, annotations::INPUTS_HASH)
-            .map(str::to_owned);
-        draft.field("lastRun", last_run(o));
-        let mut evs = Vec::new();
-        let plan_hash = o
+    newly
+}
+
+/// One finished Job: `lastRun`, what its op and outcome change, its writes,
+/// and the mark (with its events) that follows the status patch.
+fn book_job(
+    loaded: &Loaded,
+    o: &ObservedJob,
+    records: &[JobRecord],
+    draft: &mut Draft,
+    policy: &BookkeepingPolicy,
+    effects: &mut Vec<BookkeepingEffect>,
+) -> Mark {
+    let job = &o.record.name;
+    draft.field("lastRun", last_run(o));
+    let mut evs = Vec::new();
+    let remediation = loaded.annotation(job, annotations::DRIFT_REMEDIATION) == Some("true");
+    match (o.record.op, o.record.outcome) {
+        (Op::Apply, Outcome::Succeeded) => {
+            let inputs_hash = loaded
+                .annotation(job, annotations::INPUTS_HASH)
+                .map(str::to_owned);
+            apply_succeeded(o, inputs_hash, remediation, draft, effects, &mut evs);
+        }
+        (Op::Drift, Outcome::Succeeded) => drift_checked(o, draft, policy, &mut evs),
+        (Op::Refresh, Outcome::Succeeded) => {
+            draft.field("lastRefresh", o.record.finished.map(time));
+        }
+        (Op::Restore, outcome) => {
+            restore_bookkeeping(loaded, o, outcome, draft, effects, &mut evs);
+        }
+        (op, outcome) => evs.push(outcome_event(job, op, outcome, o)),
+    }
+    if o.record.op == Op::Apply && o.record.outcome != Outcome::Succeeded && remediation {
+        draft.set(
+            conditions::DRIFT_DETECTED,
+            &ConditionValue {
+                status: ConditionStatus::True,
+                reason: reasons::DRIFT_PENDING,
+                message: format!(
+                    "remediation Job {job} did not succeed; it is retried under backoff"
+                ),
+            },
+        );
+    }
+    if o.outcome_unknown() {
+        // It may have changed infrastructure no state records.
+        effects.push(BookkeepingEffect::RecordUnconfirmed { job: job.clone() });
+    }
+    // The run is over: its per-run Secret and run lease go.
+    effects.push(BookkeepingEffect::DeleteRunSecret { job: job.clone() });
+    effects.push(BookkeepingEffect::ReleaseRunLease { job: job.clone() });
+    Mark {
+        job: job.clone(),
+        outcome: o.record.outcome,
+        plan_hash: o
             .result
             .as_ref()
             .and_then(|r| r.plan.as_ref())
-            .map(|p| p.hash.clone());
-        match (o.record.op, o.record.outcome) {
-            (Op::Apply, Outcome::Succeeded) => {
-                if loaded.annotation(job, annotations::DRIFT_REMEDIATION) == Some("true") {
-                    // The drift the check found is applied away.
-                    let v = ConditionValue {
-                        status: ConditionStatus::False,
-                        reason: reasons::NO_DRIFT,
-                        message: format!("Job {job} remediated the drift"),
-                    };
-                    draft.set(conditions::DRIFT_DETECTED, &v);
-                    evs.push(PendingEvent::new(
-                        false,
-                        events::DRIFT_RESOLVED,
-                        "Drift",
-                        v.message,
-                    ));
-                }
-                effects.push(BookkeepingEffect::PromoteRecord {
-                    job: job.clone(),
-                    inputs_hash: inputs_hash.clone(),
-                    image_id: o.image_id.clone(),
-                });
-                effects.push(BookkeepingEffect::AdoptState {
-                    inputs_hash: inputs_hash.clone(),
-                });
-                evs.push(PendingEvent::new(
-                    false,
-                    events::JOB_SUCCEEDED,
-                    "Apply",
-                    format!("Job {job} succeeded"),
-                ));
-            }
-            (Op::Drift | Op::Refresh, Outcome::Succeeded) => {
-                let at = o.record.finished.map(time);
-                if o.record.op == Op::Drift {
-                    draft.field("lastDriftCheck", &at);
-                    let detected = o
-                        .result
-                        .as_ref()
-                        .and_then(|r| r.drift.as_ref())
-                        .is_some_and(|d| d.detected);
-                    let was = draft.is_true(conditions::DRIFT_DETECTED);
-                    let v = if detected && policy.drift_remediate {
-                        ConditionValue {
-                            status: ConditionStatus::True,
-                            reason: reasons::DRIFT_PENDING,
-                            message: format!("Job {job} found drift; a remediation apply follows"),
-                        }
-                    } else if detected {
-                        ConditionValue {
-                            status: ConditionStatus::True,
-                            reason: reasons::DRIFT_REPORTED,
-                            message: format!("Job {job} found drift"),
-                        }
-                    } else {
-                        ConditionValue {
-                            status: ConditionStatus::False,
-                            reason: reasons::NO_DRIFT,
-                            message: format!("Job {job} found no drift"),
-                        }
-                    };
-                    draft.set(conditions::DRIFT_DETECTED, &v);
-                    if detected && !was {
-                        evs.push(PendingEvent::new(
-                            true,
-                            events::DRIFT_DETECTED,
-                            "Drift",
-                            v.message,
-                        ));
-                    } else if !detected && was {
-                        evs.push(PendingEvent::new(
-                            false,
-                            events::DRIFT_RESOLVED,
-                            "Drift",
-                            v.message,
-                        ));
-                    }
-                } else {
-                    draft.field("lastRefresh", &at);
-                }
-            }
-            (Op::Restore, outcome) => {
-                restore_bookkeeping(loaded, o, outcome, draft, &mut effects, &mut evs);
-            }
-            (_, Outcome::Succeeded) => {
-                evs.push(PendingEvent::new(
-                    false,
-                    events::JOB_SUCCEEDED,
-                    o.record.op.as_str(),
-                    format!("Job {job} succeeded"),
-                ));
-            }
-            (_, Outcome::Blocked) => {
-                evs.push(PendingEvent::new(true, events::DESTRUCTIVE_PLAN_BLOCKED, "Apply", format!("Job {job} stopped before a plan that deletes or replaces resources; nothing was applied")));
-            }
-            (_, Outcome::Interrupted) => {
-                evs.push(PendingEvent::new(
-                    true,
-                    events::JOB_INTERRUPTED,
-                    o.record.op.as_str(),
-                    format!("Job {job} was interrupted"),
-                ));
-            }
-            (_, Outcome::DeadlineExceeded) => {
-                evs.push(PendingEvent::new(
-                    true,
-                    events::JOB_DEADLINE_EXCEEDED,
-                    o.record.op.as_str(),
-                    format!("Job {job} exceeded its deadline"),
-                ));
-            }
-            _ => {
-                let step = o
-                    .result
-                    .as_ref()
-                    .and_then(|r| r.error.as_ref())
-                    .and_then(|e| e.step.clone())
-                    .map(|s| format!(" in step {s}"))
-                    .unwrap_or_default();
-                evs.push(PendingEvent::new(
-                    true,
-                    events::JOB_FAILED,
-                    o.record.op.as_str(),
-                    format!("Job {job} failed{step}"),
-                ));
-            }
-        }
-        if o.record.op == Op::Apply
-            && o.record.outcome != Outcome::Succeeded
-            && loaded.annotation(job, annotations::DRIFT_REMEDIATION) == Some("true")
-        {
-            draft.set(
-                conditions::DRIFT_DETECTED,
-                &ConditionValue {
-                    status: ConditionStatus::True,
-                    reason: reasons::DRIFT_PENDING,
-                    message: format!(
-                        "remediation Job {job} did not succeed; it is retried under backoff"
-                    ),
-                },
-            );
-        }
-        if o.outcome_unknown() {
-            // It may have changed infrastructure no state records.
-            effects.push(BookkeepingEffect::RecordUnconfirmed { job: job.clone() });
-        }
-        // The run is over: its per-run Secret and run lease go.
-        effects.push(BookkeepingEffect::DeleteRunSecret { job: job.clone() });
-        effects.push(BookkeepingEffect::ReleaseRunLease { job: job.clone() });
-        marks.push(Mark {
-            job: job.clone(),
-            outcome: o.record.outcome,
-            plan_hash,
-            events: evs,
-            counted: CountedJob::of(o, &records),
-            restore_result: (o.record.op == Op::Restore).then_some(
-                if o.record.outcome == Outcome::Succeeded {
-                    "succeeded"
-                } else {
-                    "failed"
-                },
-            ),
-        });
+            .map(|p| p.hash.clone()),
+        events: evs,
+        counted: CountedJob::of(o, records),
+        restore_result: (o.record.op == Op::Restore).then_some(
+            if o.record.outcome == Outcome::Succeeded {
+                "succeeded"
+            } else {
+                "failed"
+            },
+        ),
     }
-    // Job conditions follow the newest finished Job of their ops, when a
-    // new one was read (a bookkept Job keeps the condition it gave).
+}
+
+/// A successful apply: its attempt record is promoted, the state adopted,
+/// and the drift it remediated resolved.
+fn apply_succeeded(
+    o: &ObservedJob,
+    inputs_hash: Option<String>,
+    remediation: bool,
+    draft: &mut Draft,
+    effects: &mut Vec<BookkeepingEffect>,
+    evs: &mut Vec<PendingEvent>,
+) {
+    let job = &o.record.name;
+    if remediation {
+        // The drift the check found is applied away.
+        let v = ConditionValue {
+            status: ConditionStatus::False,
+            reason: reasons::NO_DRIFT,
+            message: format!("Job {job} remediated the drift"),
+        };
+        draft.set(conditions::DRIFT_DETECTED, &v);
+        evs.push(PendingEvent::new(
+            false,
+            events::DRIFT_RESOLVED,
+            "Drift",
+            v.message,
+        ));
+    }
+    effects.push(BookkeepingEffect::PromoteRecord {
+        job: job.clone(),
+        inputs_hash: inputs_hash.clone(),
+        image_id: o.image_id.clone(),
+    });
+    effects.push(BookkeepingEffect::AdoptState { inputs_hash });
+    evs.push(PendingEvent::new(
+        false,
+        events::JOB_SUCCEEDED,
+        "Apply",
+        format!("Job {job} succeeded"),
+    ));
+}
+
+/// A successful drift check: its time, `DriftDetected`, and an event when
+/// the verdict changed.
+fn drift_checked(
+    o: &ObservedJob,
+    draft: &mut Draft,
+    policy: &BookkeepingPolicy,
+    evs: &mut Vec<PendingEvent>,
+) {
+    let job = &o.record.name;
+    draft.field("lastDriftCheck", o.record.finished.map(time));
+    let detected = o
+        .result
+        .as_ref()
+        .and_then(|r| r.drift.as_ref())
+        .is_some_and(|d| d.detected);
+    let was = draft.is_true(conditions::DRIFT_DETECTED);
+    let (status, reason, message) = match (detected, policy.drift_remediate) {
+        (true, true) => (
+            ConditionStatus::True,
+            reasons::DRIFT_PENDING,
+            format!("Job {job} found drift; a remediation apply follows"),
+        ),
+        (true, false) => (
+            ConditionStatus::True,
+            reasons::DRIFT_REPORTED,
+            format!("Job {job} found drift"),
+        ),
+        (false, _) => (
+            ConditionStatus::False,
+            reasons::NO_DRIFT,
+            format!("Job {job} found no drift"),
+        ),
+    };
+    let v = ConditionValue {
+        status,
+        reason,
+        message,
+    };
+    draft.set(conditions::DRIFT_DETECTED, &v);
+    if detected && !was {
+        evs.push(PendingEvent::new(
+            true,
+            events::DRIFT_DETECTED,
+            "Drift",
+            v.message,
+        ));
+    } else if !detected && was {
+        evs.push(PendingEvent::new(
+            false,
+            events::DRIFT_RESOLVED,
+            "Drift",
+            v.message,
+        ));
+    }
+}
+
+/// The event of a finished Job that needs no more than one: a success of
+/// an op with nothing to adopt, or a failure by its kind.
+fn outcome_event(job: &str, op: Op, outcome: Outcome, o: &ObservedJob) -> PendingEvent {
+    let op_name = op.as_str();
+    match outcome {
+        Outcome::Succeeded => PendingEvent::new(
+            false,
+            events::JOB_SUCCEEDED,
+            op_name,
+            format!("Job {job} succeeded"),
+        ),
+        Outcome::Blocked => PendingEvent::new(
+            true,
+            events::DESTRUCTIVE_PLAN_BLOCKED,
+            "Apply",
+            format!(
+                "Job {job} stopped before a plan that deletes or replaces resources; nothing was applied"
+            ),
+        ),
+        Outcome::Interrupted => PendingEvent::new(
+            true,
+            events::JOB_INTERRUPTED,
+            op_name,
+            format!("Job {job} was interrupted"),
+        ),
+        Outcome::DeadlineExceeded => PendingEvent::new(
+            true,
+            events::JOB_DEADLINE_EXCEEDED,
+            op_name,
+            format!("Job {job} exceeded its deadline"),
+        ),
+        _ => {
+            let step = o
+                .result
+                .as_ref()
+                .and_then(|r| r.error.as_ref())
+                .and_then(|e| e.step.clone())
+                .map(|s| format!(" in step {s}"))
+                .unwrap_or_default();
+            PendingEvent::new(
+                true,
+                events::JOB_FAILED,
+                op_name,
+                format!("Job {job} failed{step}"),
+            )
+        }
+    }
+}
+
+/// The Job conditions follow the newest finished Job of their ops, when a
+/// new one was read (a bookkept Job keeps the condition it gave).
+fn set_job_conditions(
+    loaded: &Loaded,
+    newly: &[ObservedJob],
+    draft: &mut Draft,
+    policy: &BookkeepingPolicy,
+) {
+    use crate::engine::job_conditions::{apply_job_succeeded, drift_job_succeeded};
     let apply_ops = [Op::Apply, Op::Plan, Op::Destroy];
     if let Some(n) = newly
         .iter()
@@ -430,12 +499,11 @@ pub fn plan_bookkeeping(
     {
         let newest = loaded.newest_finished(&apply_ops);
         if newest.map(|x| &x.record.name) == Some(&n.record.name) {
-            let v = crate::engine::job_conditions::apply_job_succeeded(Some(&finished_run(n)));
+            let v = apply_job_succeeded(Some(&finished_run(n)));
             draft.set(conditions::APPLY_JOB_SUCCEEDED, &v);
         }
     } else if draft.get(conditions::APPLY_JOB_SUCCEEDED).is_none() {
-        let v = crate::engine::job_conditions::apply_job_succeeded(None);
-        draft.set(conditions::APPLY_JOB_SUCCEEDED, &v);
+        draft.set(conditions::APPLY_JOB_SUCCEEDED, &apply_job_succeeded(None));
     }
     let drift_ops = [Op::Refresh, Op::Drift];
     if let Some(n) = newly
@@ -443,29 +511,11 @@ pub fn plan_bookkeeping(
         .rev()
         .find(|o| drift_ops.contains(&o.record.op))
     {
-        let v = crate::engine::job_conditions::drift_job_succeeded(
-            Some(&finished_run(n)),
-            policy.drift_enabled,
-        );
+        let v = drift_job_succeeded(Some(&finished_run(n)), policy.drift_enabled);
         draft.set(conditions::DRIFT_JOB_SUCCEEDED, &v);
     } else if draft.get(conditions::DRIFT_JOB_SUCCEEDED).is_none() {
-        let v = crate::engine::job_conditions::drift_job_succeeded(None, policy.drift_enabled);
+        let v = drift_job_succeeded(None, policy.drift_enabled);
         draft.set(conditions::DRIFT_JOB_SUCCEEDED, &v);
-    }
-
-    let records = loaded.records();
-    let (successful, failed) = policy.history_limits;
-    for name in history::prune(&records, successful, failed) {
-        effects.push(BookkeepingEffect::DeleteJob { name });
-    }
-    BookkeepingPlan {
-        booked: Bookkept {
-            marks,
-            newly,
-            active: history::active(&records).cloned(),
-            run_lease_released: false,
-        },
-        effects,
     }
 }
 

@@ -37,7 +37,6 @@ const PURE_FILES: &[&str] = &[
 const LONG_FUNCTIONS: &[&str] = &[
     "backups::take",
     "bookkeeping_writes::execute_bookkeeping",
-    "bookkeeping::plan_bookkeeping",
     "cluster_pass::plan_outputs",
     "controllers::run_clusters",
     "controllers::run_owned",
