@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use captf_api::names::{annotations, conditions, events, reasons};
+use captf_api::names::{annotations, conditions, events};
 use captf_contract::Role;
 use captf_contract::outputs::{RoleOutputs, RootOutputs, decode};
 use k8s_openapi::ByteString;
@@ -21,7 +21,6 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::Op;
 use crate::engine::history::{JobRecord, Outcome};
-use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::jobs::{jobs_selector, observe_jobs};
 use crate::io::leases::release_if_held;
 use crate::io::state::read_state;
@@ -166,38 +165,6 @@ pub fn root_outputs(state: &StateSummary) -> RootOutputs {
             .iter()
             .map(|(k, o)| (k.clone(), o.value.clone())),
     )
-}
-
-/// The `StateReadable` condition of a read.
-pub fn state_readable(
-    read: &Result<StateSummary, StateError>,
-    ever_applied: bool,
-) -> ConditionValue {
-    match read {
-        Ok(s) => ConditionValue {
-            status: ConditionStatus::True,
-            reason: reasons::STATE_READ,
-            message: format!(
-                "serial {}, {} managed resources",
-                s.serial, s.managed_resources
-            ),
-        },
-        Err(StateError::NotFound) if ever_applied => ConditionValue {
-            status: ConditionStatus::False,
-            reason: reasons::STATE_LOST,
-            message: "the state Secret is gone although the object applied before".into(),
-        },
-        Err(StateError::NotFound) => ConditionValue {
-            status: ConditionStatus::Unknown,
-            reason: reasons::STATE_NOT_FOUND,
-            message: "no state yet".into(),
-        },
-        Err(e) => ConditionValue {
-            status: ConditionStatus::False,
-            reason: e.reason(),
-            message: e.to_string(),
-        },
-    }
 }
 
 /// Sets or removes the block-move annotation, written at once rather than

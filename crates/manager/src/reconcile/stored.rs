@@ -91,32 +91,13 @@ pub async fn read_stored<K: Workload>(
         }
         unconfirmed = None;
     }
-    // The backend writes an empty state at `init`: one that records
-    // nothing holds no more than none.
-    let no_record = match &read {
-        Err(StateError::NotFound) => true,
-        Ok(s) => s.records_nothing(),
-        Err(_) => false,
-    };
-    let held = no_record && !ever_applied;
-    let readable = match &unconfirmed {
-        Some(job) if held => ConditionValue {
-            status: ConditionStatus::False,
-            reason: reasons::APPLY_OUTCOME_UNKNOWN,
-            message: format!(
-                "apply Job {job} ended without a result, failed in its apply step, or disappeared, and no state records anything: it may have created resources nothing records. \
-                 Check the infrastructure, then set {}={job} (or restore a backup, or delete with deletionPolicy Retain)",
-                annotations::CONFIRM_NO_RESOURCES
-            ),
-        },
-        _ => pass::state_readable(&read, ever_applied),
-    };
+    let readable = readable_condition(&read, ever_applied, unconfirmed.as_deref());
     // A lock reported held by someone else is looked at again each pass
     // until it is gone (one GET while it lasts; none otherwise).
     let was_locked = obj
         .condition(conditions::STATE_READABLE)
         .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
-    let readable = if was_locked && readable.status == "True" {
+    let readable = if was_locked && readable.status == ConditionStatus::True {
         locked_by_other(obj, &read_lock(ctx, obj).await?.verdict).unwrap_or(readable)
     } else {
         readable
@@ -127,28 +108,7 @@ pub async fn read_stored<K: Workload>(
     super::backups::back_up_new_serial(ctx, obj, p, &read, &chunks).await?;
     drop(chunks);
     p.restore = super::backups::requested_restore(ctx, obj, p).await?;
-    let before = obj.condition(conditions::STATE_READABLE);
-    let again = before.is_some_and(|c| c.status == "False" && c.reason == readable.reason);
-    if readable.status == "False" && !again {
-        let reason = match readable.reason {
-            reasons::STATE_INCONSISTENT => Some("inconsistent"),
-            reasons::STATE_ENCRYPTED => Some("encrypted"),
-            reasons::STATE_CORRUPT => Some("corrupt"),
-            reasons::STATE_LOST => Some("lost"),
-            reasons::STATE_LOCKED => Some("locked"),
-            _ => None,
-        };
-        if let Some(r) = reason {
-            ctx.metrics.state_read_failed(K::KIND.kind(), r);
-        }
-        if matches!(
-            readable.reason,
-            reasons::STATE_LOST | reasons::APPLY_OUTCOME_UNKNOWN
-        ) {
-            let note = readable.message.clone();
-            pass::event(ctx, obj, true, events::STATE_LOST, "Reconcile", note).await;
-        }
-    }
+    report_unreadable(ctx, obj, &readable).await;
     p.draft.set(conditions::STATE_READABLE, &readable);
     Ok(Stored {
         read,
@@ -156,6 +116,91 @@ pub async fn read_stored<K: Workload>(
         attempt,
         ever_applied,
     })
+}
+
+/// `StateReadable` from the state read, whether the object ever applied,
+/// and the apply of unknown outcome still in force, if any.
+pub(super) fn readable_condition(
+    read: &Result<StateSummary, StateError>,
+    ever_applied: bool,
+    unconfirmed: Option<&str>,
+) -> ConditionValue {
+    // The backend writes an empty state at `init`: one that records
+    // nothing holds no more than none.
+    let no_record = match read {
+        Err(StateError::NotFound) => true,
+        Ok(s) => s.records_nothing(),
+        Err(_) => false,
+    };
+    match unconfirmed {
+        Some(job) if no_record && !ever_applied => ConditionValue {
+            status: ConditionStatus::False,
+            reason: reasons::APPLY_OUTCOME_UNKNOWN,
+            message: format!(
+                "apply Job {job} ended without a result, failed in its apply step, or disappeared, and no state records anything: it may have created resources nothing records. \
+                 Check the infrastructure, then set {}={job} (or restore a backup, or delete with deletionPolicy Retain)",
+                annotations::CONFIRM_NO_RESOURCES
+            ),
+        },
+        _ => state_readable(read, ever_applied),
+    }
+}
+
+/// The `StateReadable` condition of a read.
+fn state_readable(read: &Result<StateSummary, StateError>, ever_applied: bool) -> ConditionValue {
+    match read {
+        Ok(s) => ConditionValue {
+            status: ConditionStatus::True,
+            reason: reasons::STATE_READ,
+            message: format!(
+                "serial {}, {} managed resources",
+                s.serial, s.managed_resources
+            ),
+        },
+        Err(StateError::NotFound) if ever_applied => ConditionValue {
+            status: ConditionStatus::False,
+            reason: reasons::STATE_LOST,
+            message: "the state Secret is gone although the object applied before".into(),
+        },
+        Err(StateError::NotFound) => ConditionValue {
+            status: ConditionStatus::Unknown,
+            reason: reasons::STATE_NOT_FOUND,
+            message: "no state yet".into(),
+        },
+        Err(e) => ConditionValue {
+            status: ConditionStatus::False,
+            reason: e.reason(),
+            message: e.to_string(),
+        },
+    }
+}
+
+/// The metric and, for a lost state, the event of a `StateReadable=False`
+/// newly reported (a pass that repeats the same reason reports nothing).
+async fn report_unreadable<K: Workload>(ctx: &Context, obj: &K, readable: &ConditionValue) {
+    let before = obj.condition(conditions::STATE_READABLE);
+    let again = before.is_some_and(|c| c.status == "False" && c.reason == readable.reason);
+    if readable.status != ConditionStatus::False || again {
+        return;
+    }
+    let reason = match readable.reason {
+        reasons::STATE_INCONSISTENT => Some("inconsistent"),
+        reasons::STATE_ENCRYPTED => Some("encrypted"),
+        reasons::STATE_CORRUPT => Some("corrupt"),
+        reasons::STATE_LOST => Some("lost"),
+        reasons::STATE_LOCKED => Some("locked"),
+        _ => None,
+    };
+    if let Some(r) = reason {
+        ctx.metrics.state_read_failed(K::KIND.kind(), r);
+    }
+    if matches!(
+        readable.reason,
+        reasons::STATE_LOST | reasons::APPLY_OUTCOME_UNKNOWN
+    ) {
+        let note = readable.message.clone();
+        pass::event(ctx, obj, true, events::STATE_LOST, "Reconcile", note).await;
+    }
 }
 
 /// How the object's state lock reads now (see `io::locks`).
@@ -232,4 +277,53 @@ async fn confirm_no_resources<K: Workload>(
         "the operator confirmed that the unknown apply created nothing"
     );
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_readable_holds_an_unknown_apply_only_while_no_state_records_anything() {
+        let missing = Err(StateError::NotFound);
+        let corrupt = Err(StateError::Corrupt("bad".into()));
+        type Read = Result<StateSummary, StateError>;
+        let cases: [(&Read, bool, Option<&str>, &str, &str); 6] = [
+            (
+                &missing,
+                false,
+                Some("apply-1"),
+                "False",
+                reasons::APPLY_OUTCOME_UNKNOWN,
+            ),
+            (
+                &missing,
+                true,
+                Some("apply-1"),
+                "False",
+                reasons::STATE_LOST,
+            ),
+            (&missing, false, None, "Unknown", reasons::STATE_NOT_FOUND),
+            (&missing, true, None, "False", reasons::STATE_LOST),
+            (
+                &corrupt,
+                false,
+                Some("apply-1"),
+                "False",
+                reasons::STATE_CORRUPT,
+            ),
+            (&corrupt, true, None, "False", reasons::STATE_CORRUPT),
+        ];
+        for (read, ever_applied, unconfirmed, status, reason) in cases {
+            let c = readable_condition(read, ever_applied, unconfirmed);
+            assert_eq!(
+                (c.status.as_str(), c.reason),
+                (status, reason),
+                "{read:?} {ever_applied} {unconfirmed:?}"
+            );
+        }
+        let held = readable_condition(&missing, false, Some("apply-1"));
+        assert!(held.message.contains("apply-1"), "{}", held.message);
+        assert!(held.message.contains(annotations::CONFIRM_NO_RESOURCES));
+    }
 }

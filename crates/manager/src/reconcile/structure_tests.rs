@@ -49,7 +49,6 @@ const LONG_FUNCTIONS: &[&str] = &[
     "plan_flow::bookkeep_plans",
     "plans::create",
     "shared_sources::open",
-    "stored::read_stored",
 ];
 
 fn reconcile_dir() -> PathBuf {
