@@ -125,79 +125,15 @@ pub fn plan_guard(
     ever_applied: bool,
 ) -> Result<GuardPlan, Error> {
     let mut writes = Vec::new();
-    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
-    let from_applied = applied.and_then(|r| {
-        let value = recorded_exports(r)?;
-        let hash = exports_hash(value.as_str()).ok()?;
-        Some((hash, value, Some(r.meta.inputs_hash.as_str()) == state_hash))
-    });
-    let recorded_value: Option<JsonText> = attempt
-        .and_then(|r| r.exports.applied.as_deref())
-        .and_then(|t| JsonText::parse(t).ok());
-    let known = applied_exports(&Baseline {
-        applied_record: from_applied.as_ref().map(|(h, v, m)| (h.as_str(), v, *m)),
-        recorded_value: recorded_value.as_ref(),
-        recorded_hash: attempt.and_then(|r| r.exports.applied_hash.as_deref()),
-        ever_applied,
-    });
-    let known_hash = match &known {
-        AppliedExports::Recorded { hash, .. } | AppliedExports::HashOnly { hash } => {
-            Some(hash.clone())
-        }
-        _ => None,
-    };
-
-    // An apply read this pass: success clears a partial change; a failure
-    // part-way through an exports change records it.
-    let mut partial = attempt.and_then(|r| r.exports.partial.clone());
-    for o in p.booked.newly.iter().filter(|o| o.record.op == Op::Apply) {
-        let job = o.record.name.as_str();
-        if o.record.outcome == Outcome::Succeeded {
-            partial = None;
-            continue;
-        }
-        let error = o.result.as_ref().and_then(|r| r.error.as_ref());
-        let rendered = p.loaded.annotation(job, annotations::CLUSTER_OUTPUTS_HASH);
-        let changed = rendered.is_some() && rendered != known_hash.as_deref();
-        if changed
-            && failed_part_way(
-                o.record.outcome,
-                error.and_then(|e| e.step.as_deref()),
-                o.result.is_some(),
-            )
-        {
-            let exports = attempt
-                .filter(|r| r.meta.job.as_deref() == Some(job))
-                .and_then(recorded_exports)
-                .map(|e| e.to_string())
-                .unwrap_or_else(|| json!(rendered).to_string());
-            partial = Some(exports);
-        }
-    }
-
+    let known = known_exports(read, applied, attempt, ever_applied);
+    let known_hash = known_hash(&known);
+    let partial = partial_change(p, attempt, known_hash.as_deref());
     let current_exports = &built.inputs.captf_cluster_outputs;
     let current_exports_hash = exports_hash(current_exports.as_str())
         .map_err(|e| Error::Invalid(format!("spec: the cluster's exports: {e}")))?;
     let approval = approval_hash(&built.image, &built.inputs, &built.vars)
         .map_err(|e| Error::Invalid(format!("spec: the pool's inputs: {e}")))?;
-    let jobs: Vec<ApplyJob<'_>> = p
-        .loaded
-        .observed
-        .iter()
-        .filter(|o| o.record.op == Op::Apply)
-        .map(|o| ApplyJob {
-            name: &o.record.name,
-            created: o.record.created,
-            outcome: o.record.outcome,
-            approval_hash: p
-                .loaded
-                .annotation(&o.record.name, annotations::APPROVAL_HASH),
-            held: p
-                .loaded
-                .annotation(&o.record.name, annotations::HELD_CLUSTER_OUTPUTS)
-                .is_some(),
-        })
-        .collect();
+    let jobs = apply_jobs(p);
     let approved_by = obj
         .annotations()
         .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
@@ -228,39 +164,11 @@ pub fn plan_guard(
         writes.push(GuardWrite::AttemptRecord(Box::new(next)));
     }
 
-    if waiting {
-        let message = blocked_message(
-            &obj.name_any(),
-            &obj.namespace().unwrap_or_default(),
-            &v,
-            &approval,
-        );
-        p.draft.set(
-            conditions::APPLY_JOB_SUCCEEDED,
-            &ConditionValue {
-                status: ConditionStatus::False,
-                reason: reasons::DESTRUCTIVE_PLAN_BLOCKED,
-                message,
-            },
-        );
-    } else if v == Verdict::Unguarded {
-        // A change that waited is gone (applied or withdrawn): the
-        // condition shows the last real outcome, and an approval left on
-        // the pool is consumed so the same change returning needs a new one.
-        if p.draft
-            .get(conditions::APPLY_JOB_SUCCEEDED)
-            .is_some_and(|c| c.reason == reasons::DESTRUCTIVE_PLAN_BLOCKED)
-        {
-            let mut c = super::bookkeeping::apply_condition_past_blocks(&p.loaded);
-            c.message = format!(
-                "{}; the exports change that waited for approval is no longer rendered",
-                c.message
-            );
-            p.draft.set(conditions::APPLY_JOB_SUCCEEDED, &c);
-        }
-        if approved_by.is_some() && !p.deleting() {
-            writes.push(GuardWrite::ConsumeApproval);
-        }
+    set_apply_condition(obj, p, &v, &approval);
+    if v == Verdict::Unguarded && approved_by.is_some() && !p.deleting() {
+        // An approval left on the pool is consumed so the same change
+        // returning needs a new one.
+        writes.push(GuardWrite::ConsumeApproval);
     }
 
     let (held, rendered_exports_hash) = match &v {
@@ -281,6 +189,131 @@ pub fn plan_guard(
         held,
         writes,
     })
+}
+
+/// The hash of the exports last applied, when known.
+fn known_hash(known: &AppliedExports) -> Option<String> {
+    match known {
+        AppliedExports::Recorded { hash, .. } | AppliedExports::HashOnly { hash } => {
+            Some(hash.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The exports the pool last applied, from the applied record (trusted
+/// when the state was applied from it) and the attempt record's own.
+fn known_exports(
+    read: &Result<StateSummary, StateError>,
+    applied: Option<&InputsRecord>,
+    attempt: Option<&InputsRecord>,
+    ever_applied: bool,
+) -> AppliedExports {
+    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
+    let from_applied = applied.and_then(|r| {
+        let value = recorded_exports(r)?;
+        let hash = exports_hash(value.as_str()).ok()?;
+        Some((hash, value, Some(r.meta.inputs_hash.as_str()) == state_hash))
+    });
+    let recorded_value: Option<JsonText> = attempt
+        .and_then(|r| r.exports.applied.as_deref())
+        .and_then(|t| JsonText::parse(t).ok());
+    applied_exports(&Baseline {
+        applied_record: from_applied.as_ref().map(|(h, v, m)| (h.as_str(), v, *m)),
+        recorded_value: recorded_value.as_ref(),
+        recorded_hash: attempt.and_then(|r| r.exports.applied_hash.as_deref()),
+        ever_applied,
+    })
+}
+
+/// An exports change applied part-way: an apply read this pass clears it
+/// when it succeeded, and records it when it failed part-way through a
+/// change of the exports.
+fn partial_change(
+    p: &OpenPass,
+    attempt: Option<&InputsRecord>,
+    known_hash: Option<&str>,
+) -> Option<String> {
+    let mut partial = attempt.and_then(|r| r.exports.partial.clone());
+    for o in p.booked.newly.iter().filter(|o| o.record.op == Op::Apply) {
+        let job = o.record.name.as_str();
+        if o.record.outcome == Outcome::Succeeded {
+            partial = None;
+            continue;
+        }
+        let error = o.result.as_ref().and_then(|r| r.error.as_ref());
+        let rendered = p.loaded.annotation(job, annotations::CLUSTER_OUTPUTS_HASH);
+        let changed = rendered.is_some() && rendered != known_hash;
+        if changed
+            && failed_part_way(
+                o.record.outcome,
+                error.and_then(|e| e.step.as_deref()),
+                o.result.is_some(),
+            )
+        {
+            let exports = attempt
+                .filter(|r| r.meta.job.as_deref() == Some(job))
+                .and_then(recorded_exports)
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| json!(rendered).to_string());
+            partial = Some(exports);
+        }
+    }
+    partial
+}
+
+/// The pool's apply Jobs as the guard reads them.
+fn apply_jobs(p: &OpenPass) -> Vec<ApplyJob<'_>> {
+    p.loaded
+        .observed
+        .iter()
+        .filter(|o| o.record.op == Op::Apply)
+        .map(|o| ApplyJob {
+            name: &o.record.name,
+            created: o.record.created,
+            outcome: o.record.outcome,
+            approval_hash: p
+                .loaded
+                .annotation(&o.record.name, annotations::APPROVAL_HASH),
+            held: p
+                .loaded
+                .annotation(&o.record.name, annotations::HELD_CLUSTER_OUTPUTS)
+                .is_some(),
+        })
+        .collect()
+}
+
+/// `ApplyJobSucceeded` while a change waits (`DestructivePlanBlocked`),
+/// and its last real outcome once the change that waited is gone.
+fn set_apply_condition(obj: &TerraformMachinePool, p: &mut OpenPass, v: &Verdict, approval: &str) {
+    if matches!(v, Verdict::Held { .. } | Verdict::Waiting { .. }) {
+        let message = blocked_message(
+            &obj.name_any(),
+            &obj.namespace().unwrap_or_default(),
+            v,
+            approval,
+        );
+        p.draft.set(
+            conditions::APPLY_JOB_SUCCEEDED,
+            &ConditionValue {
+                status: ConditionStatus::False,
+                reason: reasons::DESTRUCTIVE_PLAN_BLOCKED,
+                message,
+            },
+        );
+    } else if *v == Verdict::Unguarded
+        && p.draft
+            .get(conditions::APPLY_JOB_SUCCEEDED)
+            .is_some_and(|c| c.reason == reasons::DESTRUCTIVE_PLAN_BLOCKED)
+    {
+        // A change that waited is gone (applied or withdrawn).
+        let mut c = super::bookkeeping::apply_condition_past_blocks(&p.loaded);
+        c.message = format!(
+            "{}; the exports change that waited for approval is no longer rendered",
+            c.message
+        );
+        p.draft.set(conditions::APPLY_JOB_SUCCEEDED, &c);
+    }
 }
 
 /// What the guard decided for this pass: its verdict, the inputs it holds

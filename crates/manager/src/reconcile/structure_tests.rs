@@ -40,7 +40,6 @@ const LONG_FUNCTIONS: &[&str] = &[
     "cluster_pass::plan_outputs",
     "controllers::run_clusters",
     "controllers::run_owned",
-    "exports::plan_guard",
     "job_start::execute_start",
     "job_start::job_request",
     "machine_pass::plan",
