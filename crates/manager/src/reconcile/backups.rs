@@ -24,8 +24,8 @@ use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::backups::{delete_chunks, list_chunks, write_set};
 use crate::names::{state_labels, state_suffix};
 use crate::state::backups::{
-    self as plan, BackupPlan, BackupSet, MAX_STATUS_ENTRIES, RestoreRequest, RestoreTarget,
-    StateCopy,
+    self as plan, BackupChunk, BackupPlan, BackupSecret, BackupSet, MAX_STATUS_ENTRIES,
+    RestoreRequest, RestoreTarget, StateCopy,
 };
 use crate::state::reader::{StateError, StateSummary};
 
@@ -136,7 +136,7 @@ async fn take<K: Workload>(
         tracing::info!(name, "state chunks changed while read; no backup this pass");
         return Ok(());
     };
-    let mut chunks = list_chunks(&ctx.client, &ns, &suffix).await?;
+    let chunks = list_chunks(&ctx.client, &ns, &suffix).await?;
     let listed = plan::sets(&chunks);
     // Whole seconds: sets are ordered by this text.
     let now = super::status::time(std::time::SystemTime::now()).0;
@@ -180,7 +180,36 @@ async fn take<K: Workload>(
             (set, secrets)
         }
     };
-    for s in &written {
+    let doomed = prune_backups(ctx, obj, p, chunks, &written).await?;
+    if !written.is_empty() {
+        ctx.metrics.state_backups(kind, "taken", 1);
+        let bytes: usize = payloads.iter().map(Vec::len).sum();
+        let note = format!(
+            "state serial {} backed up as {set} ({bytes} bytes)",
+            state.serial
+        );
+        pass::event(ctx, obj, false, events::STATE_BACKED_UP, "Backup", note).await;
+    }
+    if !doomed.is_empty() {
+        ctx.metrics
+            .state_backups(kind, "pruned", doomed.len() as u64);
+        tracing::info!(name, pruned = ?doomed, "pruned state backups");
+    }
+    Ok(())
+}
+
+/// The backups after this pass's write, pruned to the configured count
+/// (sparing the set a pending restore names); `status.stateBackups` lists
+/// those kept. Returns the sets pruned.
+async fn prune_backups<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    mut chunks: Vec<BackupChunk>,
+    written: &[BackupSecret],
+) -> Result<Vec<String>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    for s in written {
         chunks.retain(|c| c.name != s.name);
         chunks.extend(plan::chunk_of(
             &s.name,
@@ -202,21 +231,7 @@ async fn take<K: Workload>(
         .filter(|s| !doomed.contains(&s.name))
         .collect();
     p.draft.field("stateBackups", status_entries(&kept));
-    if !written.is_empty() {
-        ctx.metrics.state_backups(kind, "taken", 1);
-        let bytes: usize = payloads.iter().map(Vec::len).sum();
-        let note = format!(
-            "state serial {} backed up as {set} ({bytes} bytes)",
-            state.serial
-        );
-        pass::event(ctx, obj, false, events::STATE_BACKED_UP, "Backup", note).await;
-    }
-    if !doomed.is_empty() {
-        ctx.metrics
-            .state_backups(kind, "pruned", doomed.len() as u64);
-        tracing::info!(name, pruned = ?doomed, "pruned state backups");
-    }
-    Ok(())
+    Ok(doomed)
 }
 
 /// The set a pending restore names (spared by pruning).

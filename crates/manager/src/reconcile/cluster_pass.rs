@@ -235,6 +235,66 @@ fn applied_endpoint_input_null(record: Option<&InputsRecord>) -> bool {
     recorded_endpoint_inputs(record).is_some_and(|v| v.control_plane_endpoint.is_none())
 }
 
+/// What the outputs publish beyond `provisioned`: the control-plane
+/// endpoint (once, into the spec), the failure domains and the exports,
+/// each with its event.
+fn plan_published(
+    obj: &TerraformCluster,
+    p: &mut OpenPass,
+    serial: u64,
+    w: &adapter::ClusterWrites,
+    effects: &mut Vec<ClusterEffect>,
+) {
+    if let Some(ep) = &w.control_plane_endpoint {
+        effects.push(ClusterEffect::PatchSpec(json!({
+            "metadata": {"annotations": {annotations::ENDPOINT_SOURCE: annotations::ENDPOINT_SOURCE_MODULE}},
+            "spec": {"controlPlaneEndpoint": ep},
+        })));
+        effects.push(ClusterEffect::Event {
+            reason: events::CONTROL_PLANE_ENDPOINT_SET,
+            note: format!(
+                "control plane endpoint {}:{}",
+                ep.host.clone().unwrap_or_default(),
+                ep.port.unwrap_or_default()
+            ),
+        });
+    }
+    let status = obj.status.as_ref();
+    if let Some(fd) = &w.failure_domains {
+        let before = status.and_then(|s| s.failure_domains.as_ref());
+        let to_json = |v| serde_json::to_value(v).unwrap_or(Value::Null);
+        if to_json(before) != to_json(fd.as_ref()) {
+            let names: Vec<&str> = fd.iter().flatten().map(|d| d.name.as_str()).collect();
+            effects.push(ClusterEffect::Event {
+                reason: events::FAILURE_DOMAINS_CHANGED,
+                note: format!("failure domains now: [{}]", names.join(", ")),
+            });
+        }
+        p.draft.field("failureDomains", fd);
+    }
+    match &w.exports {
+        ExportsWrite::Keep => {}
+        ExportsWrite::Publish(v) => p.draft.field("exports", v),
+        ExportsWrite::ClearTooLarge => {
+            // Once per state: a state the pass has not seen yet, or
+            // exports that were published until now.
+            let published = status.is_some_and(|s| s.exports.is_some());
+            let new_state = status.and_then(|s| s.workspace.observed_state_serial)
+                != i64::try_from(serial).ok();
+            if published || new_state {
+                effects.push(ClusterEffect::Warning {
+                    reason: events::EXPORTS_NOT_PUBLISHED,
+                    note: format!(
+                        "the exports exceed {} KiB as compact JSON; status.exports is cleared",
+                        captf_contract::outputs::MAX_PUBLISHED_EXPORTS_BYTES / 1024
+                    ),
+                });
+            }
+            p.draft.field("exports", Value::Null)
+        }
+    }
+}
+
 /// The cluster's outputs: the control plane endpoint to the spec, failure
 /// domains, exports, the provisioned latch, `EndpointAvailable` and
 /// `InfrastructureHealthy`. Returns (provisioned, health pending).
@@ -273,54 +333,7 @@ fn plan_outputs(
                 provisioned: obj.provisioned(),
             },
         );
-        if let Some(ep) = &w.control_plane_endpoint {
-            effects.push(ClusterEffect::PatchSpec(json!({
-                "metadata": {"annotations": {annotations::ENDPOINT_SOURCE: annotations::ENDPOINT_SOURCE_MODULE}},
-                "spec": {"controlPlaneEndpoint": ep},
-            })));
-            effects.push(ClusterEffect::Event {
-                reason: events::CONTROL_PLANE_ENDPOINT_SET,
-                note: format!(
-                    "control plane endpoint {}:{}",
-                    ep.host.clone().unwrap_or_default(),
-                    ep.port.unwrap_or_default()
-                ),
-            });
-        }
-        let status = obj.status.as_ref();
-        if let Some(fd) = &w.failure_domains {
-            let before = status.and_then(|s| s.failure_domains.as_ref());
-            let to_json = |v| serde_json::to_value(v).unwrap_or(Value::Null);
-            if to_json(before) != to_json(fd.as_ref()) {
-                let names: Vec<&str> = fd.iter().flatten().map(|d| d.name.as_str()).collect();
-                effects.push(ClusterEffect::Event {
-                    reason: events::FAILURE_DOMAINS_CHANGED,
-                    note: format!("failure domains now: [{}]", names.join(", ")),
-                });
-            }
-            p.draft.field("failureDomains", fd);
-        }
-        match &w.exports {
-            ExportsWrite::Keep => {}
-            ExportsWrite::Publish(v) => p.draft.field("exports", v),
-            ExportsWrite::ClearTooLarge => {
-                // Once per state: a state the pass has not seen yet, or
-                // exports that were published until now.
-                let published = status.is_some_and(|s| s.exports.is_some());
-                let new_state = status.and_then(|s| s.workspace.observed_state_serial)
-                    != i64::try_from(state.serial).ok();
-                if published || new_state {
-                    effects.push(ClusterEffect::Warning {
-                        reason: events::EXPORTS_NOT_PUBLISHED,
-                        note: format!(
-                            "the exports exceed {} KiB as compact JSON; status.exports is cleared",
-                            captf_contract::outputs::MAX_PUBLISHED_EXPORTS_BYTES / 1024
-                        ),
-                    });
-                }
-                p.draft.field("exports", Value::Null)
-            }
-        }
+        plan_published(obj, p, state.serial, &w, effects);
         if w.provisioned && !provisioned {
             effects.push(ClusterEffect::Event {
                 reason: events::PROVISIONED,
@@ -456,7 +469,7 @@ pub async fn execute(
         // The plan key the plan Job signs with and the apply checks.
         req.plan_key_secret = Some(pass::ensure_plan_key(ctx, obj).await?);
     }
-    ending::end_as_planned(ctx, obj, p, ending, plan.decision, now).await
+    ending::close_as_planned(ctx, obj, p, ending, plan.decision, now).await
 }
 
 async fn effect(ctx: &Context, obj: &TerraformCluster, e: &ClusterEffect) -> Result<(), Error> {

@@ -73,7 +73,7 @@ pub async fn close<K: Workload>(
     }
     let provisioned = provisioned_in(&p.draft, obj.provisioned());
     set_ready::<K>(&mut p.draft, provisioned);
-    super::status_patch::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::status_patch::write_status(ctx, obj, &p.draft, &p.booked.marks).await?;
     export_gauges(ctx, obj, p);
     if p.active.is_none() && !p.deleting() {
         // Nothing runs: the resyncs until `requeue` may stand on this pass.
@@ -384,7 +384,7 @@ pub async fn retain_and_release<K: Workload>(
     if racing_holder(ctx, obj, p).await?.is_some() {
         return close(ctx, obj, p, Some(RACE_REQUEUE)).await;
     }
-    super::status_patch::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::status_patch::write_status(ctx, obj, &p.draft, &p.booked.marks).await?;
     let kept = super::retain::retain(ctx, obj).await?;
     let ns = obj.namespace().unwrap_or_default();
     pass::event(
@@ -420,7 +420,7 @@ pub async fn release_after_destroy<K: Workload>(
     }
     // The status goes first so the bookkept marks land; the object may be
     // gone right after the finalizer.
-    super::status_patch::finish(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::status_patch::write_status(ctx, obj, &p.draft, &p.booked.marks).await?;
     super::cleanup::cleanup(ctx, obj).await?;
     let ns = obj.namespace().unwrap_or_default();
     let destroyed_by = p
@@ -472,7 +472,7 @@ pub enum PassEnding {
 }
 
 /// Ends a planned pass: its decision logged and counted, then the ending.
-pub async fn end_as_planned<K: Workload>(
+pub async fn close_as_planned<K: Workload>(
     ctx: &Context,
     obj: &K,
     p: &mut OpenPass,

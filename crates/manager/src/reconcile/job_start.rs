@@ -199,20 +199,6 @@ fn job_request<K: Workload>(
     if req.remediation {
         job_annotations.insert(annotations::DRIFT_REMEDIATION.to_owned(), "true".to_owned());
     }
-    let state_labels = crate::names::state_labels(K::KIND, &name, &req.cluster_name);
-    let event_object = config.runner_events.then(|| {
-        (
-            format!(
-                "{}/{}/{}/{}/{}",
-                K::api_version(&()),
-                K::kind(&()),
-                ns,
-                name,
-                obj.uid().unwrap_or_default()
-            ),
-            job.to_owned(),
-        )
-    });
     let jobs = &req.jobs;
     JobRequest {
         kind: K::KIND,
@@ -221,28 +207,7 @@ fn job_request<K: Workload>(
         cluster_name: req.cluster_name.clone(),
         job_name: job.to_owned(),
         attempt,
-        runner: RunnerArgs {
-            op: req.op,
-            image: req.image.clone(),
-            namespace: ns.clone(),
-            state_suffix: state_suffix(K::KIND, &ns, &name),
-            state_labels,
-            lock_timeout: Duration::from_secs(jobs.lock_timeout_seconds.max(1) as u64),
-            // The runner interrupts the runtime within the pod's grace period,
-            // keeping 30 s for writing the state and releasing the lock.
-            stop_timeout: Duration::from_secs(
-                crate::jobs::build::TERMINATION_GRACE_SECONDS as u64 - 30,
-            ),
-            force_unlock: req.force_unlock.clone(),
-            guard_deletes: req.guard.is_some(),
-            guard: req.guard.clone(),
-            restore: req
-                .restore
-                .as_ref()
-                .map(|t| (t.chunk_names.len() as u32, t.resources)),
-            plan_key: req.plan_key_secret.is_some(),
-            event_object,
-        },
+        runner: runner_args(obj, req, job, config),
         runner_image: config.runner_image.to_owned(),
         image_pull_policy: obj.workspace().source.image_pull_policy.and_then(|p| {
             serde_json::to_value(p)
@@ -274,6 +239,54 @@ fn job_request<K: Workload>(
         pod_security_context: jobs.pod_security_context.clone(),
         credentials_secret: req.credentials_secret.clone(),
         plan_key_secret: req.plan_key_secret.clone(),
+    }
+}
+
+/// What the runner is told: its op, image, state and the guards it keeps.
+fn runner_args<K: Workload>(
+    obj: &K,
+    req: &StartRequest,
+    job: &str,
+    config: &StartConfig<'_>,
+) -> RunnerArgs {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let state_labels = crate::names::state_labels(K::KIND, &name, &req.cluster_name);
+    let event_object = config.runner_events.then(|| {
+        (
+            format!(
+                "{}/{}/{}/{}/{}",
+                K::api_version(&()),
+                K::kind(&()),
+                ns,
+                name,
+                obj.uid().unwrap_or_default()
+            ),
+            job.to_owned(),
+        )
+    });
+    let jobs = &req.jobs;
+    RunnerArgs {
+        op: req.op,
+        image: req.image.clone(),
+        namespace: ns.clone(),
+        state_suffix: state_suffix(K::KIND, &ns, &name),
+        state_labels,
+        lock_timeout: Duration::from_secs(jobs.lock_timeout_seconds.max(1) as u64),
+        // The runner interrupts the runtime within the pod's grace period,
+        // keeping 30 s for writing the state and releasing the lock.
+        stop_timeout: Duration::from_secs(
+            crate::jobs::build::TERMINATION_GRACE_SECONDS as u64 - 30,
+        ),
+        force_unlock: req.force_unlock.clone(),
+        guard_deletes: req.guard.is_some(),
+        guard: req.guard.clone(),
+        restore: req
+            .restore
+            .as_ref()
+            .map(|t| (t.chunk_names.len() as u32, t.resources)),
+        plan_key: req.plan_key_secret.is_some(),
+        event_object,
     }
 }
 
@@ -320,26 +333,7 @@ pub async fn execute_start<K: Workload>(
         return Ok(waiting);
     }
     match create_job(&ctx.client, &start.job, &obj.uid().unwrap_or_default()).await {
-        Ok(Started::Created) => {
-            let op = start.op.as_str();
-            let note = format!("Job {job} created for {op}");
-            event(ctx, obj, false, events::JOB_CREATED, op, note).await;
-            if let Some(note) = &start.approved {
-                event(ctx, obj, false, events::PLAN_APPROVED, op, note.clone()).await;
-                // An approved plan (or approved deletes) is carried out.
-                ctx.metrics.plan_transition(K::KIND.kind(), "approved");
-            }
-            for (reason, note) in &start.warnings {
-                event(ctx, obj, true, reason, op, note.clone()).await;
-            }
-            if !start.dropped_env.is_empty() {
-                let note = format!(
-                    "Job {job} runs without the reserved env names {} of spec.jobs.env",
-                    start.dropped_env.join(", ")
-                );
-                event(ctx, obj, true, events::RESERVED_ENV_DROPPED, op, note).await;
-            }
-        }
+        Ok(Started::Created) => announce_created(ctx, obj, start).await,
         Ok(Started::Adopted) => {}
         Ok(Started::Deferred { reason }) => {
             tracing::info!(job, reason, "Job start deferred");
@@ -360,6 +354,41 @@ pub async fn execute_start<K: Workload>(
         }
         Err(e) => return Err(e.into()),
     }
+    write_run_inputs(ctx, obj, start).await?;
+    record_running(draft, start, now);
+    Ok(StartOutcome::Started { job: job.clone() })
+}
+
+/// The events of a Job this pass created: its creation, an approval it
+/// carries out, the start's warnings and any reserved env it dropped.
+async fn announce_created<K: Workload>(ctx: &Context, obj: &K, start: &JobStart) {
+    let (job, op) = (&start.job_name, start.op.as_str());
+    let note = format!("Job {job} created for {op}");
+    event(ctx, obj, false, events::JOB_CREATED, op, note).await;
+    if let Some(note) = &start.approved {
+        event(ctx, obj, false, events::PLAN_APPROVED, op, note.clone()).await;
+        // An approved plan (or approved deletes) is carried out.
+        ctx.metrics.plan_transition(K::KIND.kind(), "approved");
+    }
+    for (reason, note) in &start.warnings {
+        event(ctx, obj, true, reason, op, note.clone()).await;
+    }
+    if !start.dropped_env.is_empty() {
+        let note = format!(
+            "Job {job} runs without the reserved env names {} of spec.jobs.env",
+            start.dropped_env.join(", ")
+        );
+        event(ctx, obj, true, events::RESERVED_ENV_DROPPED, op, note).await;
+    }
+}
+
+/// The Job's per-run inputs Secret (owned by the Job, so written once it
+/// exists) and, for an apply, its attempt record.
+async fn write_run_inputs<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    start: &JobStart,
+) -> Result<(), Error> {
     let files = [
         (crate::records::MAIN_FILE, start.files.0.as_str()),
         (crate::records::VALUES_FILE, start.files.1.as_str()),
@@ -369,7 +398,7 @@ pub async fn execute_start<K: Workload>(
         let name = obj.name_any();
         write_record(
             &ctx.client,
-            &ns,
+            &obj.namespace().unwrap_or_default(),
             &attempt_record_name(K::KIND, &name),
             record,
             &obj.owner_reference(),
@@ -377,8 +406,7 @@ pub async fn execute_start<K: Workload>(
         )
         .await?;
     }
-    record_running(draft, start, now);
-    Ok(StartOutcome::Started { job: job.clone() })
+    Ok(())
 }
 
 /// What a start waits for.

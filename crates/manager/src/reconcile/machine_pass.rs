@@ -138,15 +138,8 @@ pub fn plan(
         ending: PassEnding::Close(requeue),
     };
     if p.deleting() && !policy.deletion_policy_resolved && !p.shared.paused {
-        // An inherited policy is never guessed: neither destroy nor Retain.
-        p.draft.set(
-            conditions::DELETING,
-            &ConditionValue {
-                status: ConditionStatus::True,
-                reason: reasons::DELETION_POLICY_UNRESOLVED,
-                message: "no deletionPolicy is set and the TerraformCluster cannot be found; set spec.deletionPolicy".into(),
-            },
-        );
+        p.draft
+            .set(conditions::DELETING, &deletion_policy_unresolved());
         return Ok(close(effects, None, Some(UNRESOLVED_POLICY_REQUEUE)));
     }
     let current = if outputs.provisioned || p.deleting() {
@@ -160,17 +153,7 @@ pub fn plan(
         inputs_applied::set(p, &view, None);
         return Ok(close(effects, None, Some(DEPENDENCIES_REQUEUE)));
     }
-    // A provisioned machine's inputs are the ones pinned at its first apply.
-    let pinned = snap
-        .stored
-        .applied
-        .as_ref()
-        .map(|r| r.meta.inputs_hash.as_str());
-    let current_hash = match &current {
-        Some(c) => Some(c.hash.as_str()),
-        None if outputs.provisioned => pinned,
-        None => None,
-    };
+    let current_hash = current_hash(current.as_ref(), &snap.stored, outputs.provisioned);
     next_op::settle_adopted_state(p, read, current_hash);
     if outputs.definite {
         // The apply's own outputs gave a definite reading: no refresh after it.
@@ -206,6 +189,30 @@ pub fn plan(
         }
     };
     Ok(ended(effects, decision, ending))
+}
+
+/// `Deleting` while an inherited deletion policy cannot be read: never
+/// guessed, neither destroy nor Retain.
+fn deletion_policy_unresolved() -> ConditionValue {
+    ConditionValue {
+        status: ConditionStatus::True,
+        reason: reasons::DELETION_POLICY_UNRESOLVED,
+        message: "no deletionPolicy is set and the TerraformCluster cannot be found; set spec.deletionPolicy".into(),
+    }
+}
+
+/// The inputs hash the machine answers to: the rendered one, or for a
+/// provisioned machine the one pinned at its first apply.
+fn current_hash<'a>(
+    current: Option<&'a Rendered>,
+    stored: &'a Stored,
+    provisioned: bool,
+) -> Option<&'a str> {
+    match current {
+        Some(c) => Some(c.hash.as_str()),
+        None if provisioned => stored.applied.as_ref().map(|r| r.meta.inputs_hash.as_str()),
+        None => None,
+    }
 }
 
 /// A due op whose recorded inputs are gone: a machine never renders new
@@ -491,5 +498,5 @@ pub async fn execute(
     now: SystemTime,
 ) -> Result<Action, Error> {
     effects::apply(ctx, obj, &capi::machine_resource(), &plan.effects).await?;
-    ending::end_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
+    ending::close_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
 }

@@ -212,6 +212,34 @@ pub async fn reconcile(
     {
         ctx.metrics.image_inspect_failed("label");
     }
+    patch_template_status(&ctx, &obj, &r).await?;
+    announce(&ctx, &obj, &inspection, &r).await;
+    let now = Instant::now();
+    match (&inspection, r.retry) {
+        (Err(_), true) => Ok(Action::requeue(ctx.inspections.failed(&uid, &what, now))),
+        (Err(_), false) => {
+            // A refusal of the policy holds until the image or capacity
+            // changes (or the manager restarts with other flags).
+            ctx.inspections.refused(&uid, &what, now);
+            Ok(Action::await_change())
+        }
+        (Ok(_), _) => {
+            ctx.inspections.succeeded(&uid);
+            Ok(match vars {
+                TemplateVariables::SourcePending(_) => Action::requeue(VARIABLES_SOURCE_REQUEUE),
+                _ => Action::await_change(),
+            })
+        }
+    }
+}
+
+/// The resolution into the template's status (conditions, capacity, node
+/// info and its source) in one merge patch.
+async fn patch_template_status(
+    ctx: &Context,
+    obj: &TerraformMachineTemplate,
+    r: &capacity::Resolution,
+) -> Result<(), Error> {
     let current = obj
         .status
         .as_ref()
@@ -240,24 +268,7 @@ pub async fn reconcile(
         &Patch::Merge(&patch),
     )
     .await?;
-    announce(&ctx, &obj, &inspection, &r).await;
-    let now = Instant::now();
-    match (&inspection, r.retry) {
-        (Err(_), true) => Ok(Action::requeue(ctx.inspections.failed(&uid, &what, now))),
-        (Err(_), false) => {
-            // A refusal of the policy holds until the image or capacity
-            // changes (or the manager restarts with other flags).
-            ctx.inspections.refused(&uid, &what, now);
-            Ok(Action::await_change())
-        }
-        (Ok(_), _) => {
-            ctx.inspections.succeeded(&uid);
-            Ok(match vars {
-                TemplateVariables::SourcePending(_) => Action::requeue(VARIABLES_SOURCE_REQUEUE),
-                _ => Action::await_change(),
-            })
-        }
-    }
+    Ok(())
 }
 
 /// `ImageInspectFailed` on the first failure of a kind (the condition's

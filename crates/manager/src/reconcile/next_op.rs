@@ -95,27 +95,7 @@ pub fn decide_op<K: Workload>(
         };
     }
     let ever_applied = provisioned || last_success(&records, Op::Apply).is_some();
-    let state = match read {
-        // The empty state the backend writes at `init` records nothing an
-        // apply of unknown outcome did: held as if there were none.
-        Ok(s) => StateView {
-            exists: true,
-            held: s.records_nothing() && !ever_applied && p.unconfirmed_apply.is_some(),
-            inputs_hash: s.inputs_hash.clone(),
-        },
-        // No state after an apply of unknown outcome: held like a lost
-        // state (ApplyOutcomeUnknown), never applied again blindly.
-        Err(StateError::NotFound) => StateView {
-            exists: false,
-            held: ever_applied || p.unconfirmed_apply.is_some(),
-            inputs_hash: None,
-        },
-        Err(_) => StateView {
-            exists: true,
-            held: true,
-            inputs_hash: None,
-        },
-    };
+    let state = state_view(read, ever_applied, p.unconfirmed_apply.is_some());
     let last_check = status_time(obj, &p.draft, "lastDriftCheck");
     let last_refresh = status_time(obj, &p.draft, "lastRefresh");
     let last_apply_success = last_success(&records, Op::Apply);
@@ -162,6 +142,37 @@ pub fn decide_op<K: Workload>(
         membership: p.shared.membership.clone(),
     };
     decide::decide(&input)
+}
+
+/// What the decision sees of the state: whether it exists, whether it is
+/// held (lost, unreadable, or possibly missing what an apply of unknown
+/// outcome made), and the inputs hash it was applied from.
+fn state_view(
+    read: &Result<StateSummary, StateError>,
+    ever_applied: bool,
+    unconfirmed_apply: bool,
+) -> StateView {
+    match read {
+        // The empty state the backend writes at `init` records nothing an
+        // apply of unknown outcome did: held as if there were none.
+        Ok(s) => StateView {
+            exists: true,
+            held: s.records_nothing() && !ever_applied && unconfirmed_apply,
+            inputs_hash: s.inputs_hash.clone(),
+        },
+        // No state after an apply of unknown outcome: held like a lost
+        // state (ApplyOutcomeUnknown), never applied again blindly.
+        Err(StateError::NotFound) => StateView {
+            exists: false,
+            held: ever_applied || unconfirmed_apply,
+            inputs_hash: None,
+        },
+        Err(_) => StateView {
+            exists: true,
+            held: true,
+            inputs_hash: None,
+        },
+    }
 }
 
 /// How a decision ends the pass of a machine or a pool.
@@ -478,4 +489,46 @@ fn pull_candidates(
     );
     let unpullable = attempt.map_or(&[][..], |a| a.meta.unpullable_images.as_slice());
     image_choice(&candidates, unpullable).unwrap_or((image, Vec::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(resources: usize) -> Result<StateSummary, StateError> {
+        Ok(StateSummary {
+            serial: 1,
+            lineage: "l".into(),
+            runtime_version: "1.9.0".into(),
+            outputs: Default::default(),
+            managed_resources: resources,
+            compressed_bytes: 10,
+            inputs_hash: Some("h".into()),
+        })
+    }
+
+    #[test]
+    fn the_state_is_held_when_lost_unreadable_or_empty_after_an_unknown_apply() {
+        let missing = Err(StateError::NotFound);
+        let corrupt = Err(StateError::Corrupt("x".into()));
+        // (read, ever applied, unconfirmed apply) -> (exists, held)
+        let cases = [
+            (state(0), false, false, true, false),
+            (state(0), false, true, true, true),
+            (state(0), true, true, true, false),
+            (state(3), false, true, true, false),
+            (missing.clone(), false, false, false, false),
+            (missing.clone(), true, false, false, true),
+            (missing, false, true, false, true),
+            (corrupt, false, false, true, true),
+        ];
+        for (read, ever_applied, unconfirmed, exists, held) in cases {
+            let v = state_view(&read, ever_applied, unconfirmed);
+            assert_eq!(
+                (v.exists, v.held),
+                (exists, held),
+                "{read:?} ever_applied={ever_applied} unconfirmed={unconfirmed}"
+            );
+        }
+    }
 }

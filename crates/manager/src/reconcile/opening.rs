@@ -173,7 +173,7 @@ async fn end_in_preamble<K: Workload>(
             }
             draft.set(conditions::DELETING, &deleting_condition(deleting, false));
             set_ready::<K>(draft, obj.provisioned());
-            super::status_patch::finish(ctx, obj, draft, &[]).await?;
+            super::status_patch::write_status(ctx, obj, draft, &[]).await?;
             Action::requeue(Duration::from_secs(30))
         }
         Preamble::Paused | Preamble::Proceed => return Ok(None),
@@ -230,7 +230,7 @@ async fn end_blocked<K: Workload>(
 ) -> Result<Action, Error> {
     let booked = bookkeep(ctx, obj, loaded, draft, &bookkeeping_policy(shared)).await?;
     set_ready::<K>(draft, obj.provisioned());
-    super::status_patch::finish(ctx, obj, draft, &booked.marks).await?;
+    super::status_patch::write_status(ctx, obj, draft, &booked.marks).await?;
     Ok(action)
 }
 
@@ -420,6 +420,6 @@ async fn retained_elsewhere<K: Workload>(
     );
     draft.set(conditions::DELETING, &deleting_condition(false, false));
     set_ready::<K>(draft, obj.provisioned());
-    super::status_patch::finish(ctx, obj, draft, &[]).await?;
+    super::status_patch::write_status(ctx, obj, draft, &[]).await?;
     Ok(Some(Action::requeue(Duration::from_secs(60))))
 }

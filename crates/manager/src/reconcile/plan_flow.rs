@@ -69,10 +69,26 @@ pub(super) async fn bookkeep_plans(
     pass: &OpenPass,
     cluster_name: &str,
 ) -> Result<Vec<TerraformPlan>, Error> {
-    let mut plans_list = plans::list(ctx, obj).await?;
-    // Plans reported in this pass's bookkeeping: a blocked apply's
-    // (`Destructive`), or a plan Job's under `applyPolicy: Manual` (an
-    // empty plan needs no approval and makes none).
+    let plans_list = plans::list(ctx, obj).await?;
+    let mut plans_list = create_reported_plans(ctx, obj, pass, cluster_name, plans_list).await?;
+    if end_approved_plans(ctx, obj, pass, &plans_list).await? {
+        // Read again only after a change.
+        plans_list = plans::list(ctx, obj).await?;
+    }
+    Ok(plans_list)
+}
+
+/// Plans reported in this pass's bookkeeping: a blocked apply's
+/// (`Destructive`), or a plan Job's under `applyPolicy: Manual` (an empty
+/// plan needs no approval and makes none). Returns the plans as they are
+/// after.
+async fn create_reported_plans(
+    ctx: &Context,
+    obj: &TerraformCluster,
+    pass: &OpenPass,
+    cluster_name: &str,
+    mut plans_list: Vec<TerraformPlan>,
+) -> Result<Vec<TerraformPlan>, Error> {
     for o in &pass.booked.newly {
         let reason = match (o.record.op, o.record.outcome) {
             (_, Outcome::Blocked) => PlanReason::Destructive,
@@ -105,7 +121,18 @@ pub(super) async fn bookkeep_plans(
         .await?;
         plans_list = plans::list(ctx, obj).await?;
     }
-    // An approved plan's apply ends it.
+    Ok(plans_list)
+}
+
+/// An approved plan's apply ends it: `Applied` on success, `Failed` when
+/// the plan changed under it. Returns whether a plan changed.
+async fn end_approved_plans(
+    ctx: &Context,
+    obj: &TerraformCluster,
+    pass: &OpenPass,
+    plans_list: &[TerraformPlan],
+) -> Result<bool, Error> {
+    use captf_api::plan::PlanPhase;
     let mut changed_plans = false;
     for o in &pass.booked.newly {
         let Some(plan_name) = pass
@@ -118,34 +145,21 @@ pub(super) async fn bookkeep_plans(
             continue;
         };
         let to = match o.record.outcome {
-            Outcome::Succeeded => Some(captf_api::plan::PlanPhase::Applied),
-            Outcome::PlanChanged => Some(captf_api::plan::PlanPhase::Failed),
-            _ => None,
+            Outcome::Succeeded => PlanPhase::Applied,
+            Outcome::PlanChanged => PlanPhase::Failed,
+            _ => continue,
         };
-        if let Some(to) = to {
-            plans::set_phase(ctx, p, to).await?;
-            // Read again only after a change.
-            changed_plans = true;
-            let reason = if to == captf_api::plan::PlanPhase::Applied {
-                events::PLAN_APPLIED
-            } else {
-                events::PLAN_CHANGED
-            };
-            pass::event(
-                ctx,
-                obj,
-                to != captf_api::plan::PlanPhase::Applied,
-                reason,
-                "Plan",
-                format!("TerraformPlan {plan_name}: {}", to.as_str()),
-            )
-            .await;
-        }
+        plans::set_phase(ctx, p, to).await?;
+        changed_plans = true;
+        let reason = if to == PlanPhase::Applied {
+            events::PLAN_APPLIED
+        } else {
+            events::PLAN_CHANGED
+        };
+        let note = format!("TerraformPlan {plan_name}: {}", to.as_str());
+        pass::event(ctx, obj, to != PlanPhase::Applied, reason, "Plan", note).await;
     }
-    if changed_plans {
-        plans_list = plans::list(ctx, obj).await?;
-    }
-    Ok(plans_list)
+    Ok(changed_plans)
 }
 
 /// The apply gate from the TerraformPlans, and the plans this pass

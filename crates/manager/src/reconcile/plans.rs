@@ -170,34 +170,21 @@ pub fn is_empty(plan: &RunnerPlan) -> bool {
     .all(|n| *n == 0)
 }
 
-/// Creates the plan a Job reported (a blocked apply: `Destructive`; a plan
-/// Job under `applyPolicy: Manual`: `Manual`), superseding the live one.
-#[allow(clippy::too_many_arguments)]
-pub async fn create(
-    ctx: &Context,
+/// The TerraformPlan object of a reported plan, `Pending`, owned by the
+/// TerraformCluster.
+fn plan_object(
     obj: &TerraformCluster,
     cluster_name: &str,
-    job: &str,
+    name: &str,
     inputs_hash: &str,
     plan: &RunnerPlan,
-    existing: &[TerraformPlan],
     reason: PlanReason,
-) -> Result<String, Error> {
+) -> TerraformPlan {
     let ns = obj.namespace().unwrap_or_default();
-    let name = plan_name(&obj.name_any(), job, &plan.hash);
-    for old in existing.iter().filter(|p| live(p) && p.name_any() != name) {
-        supersede(
-            ctx,
-            obj,
-            old,
-            &format!("TerraformPlan {name} is the current plan"),
-        )
-        .await?;
-    }
     let counts = &plan.counts;
     let as_i32 = |n: u64| Some(i32::try_from(n).unwrap_or(i32::MAX));
     let mut tp = TerraformPlan::new(
-        &name,
+        name,
         TerraformPlanSpec {
             target_ref: PlanTargetRef {
                 kind: PlanTargetKind::TerraformCluster,
@@ -222,7 +209,7 @@ pub async fn create(
             approved_by: None,
         },
     );
-    tp.metadata.namespace = Some(ns.clone());
+    tp.metadata.namespace = Some(ns);
     tp.metadata.labels = Some(BTreeMap::from([
         (labels::CLUSTER_NAME.to_owned(), cluster_name.to_owned()),
         (
@@ -242,6 +229,34 @@ pub async fn create(
     ]));
     tp.metadata.owner_references =
         Some(vec![obj.controller_owner_ref(&()).expect("stored object")]);
+    tp
+}
+
+/// Creates the plan a Job reported (a blocked apply: `Destructive`; a plan
+/// Job under `applyPolicy: Manual`: `Manual`), superseding the live one.
+#[allow(clippy::too_many_arguments)]
+pub async fn create(
+    ctx: &Context,
+    obj: &TerraformCluster,
+    cluster_name: &str,
+    job: &str,
+    inputs_hash: &str,
+    plan: &RunnerPlan,
+    existing: &[TerraformPlan],
+    reason: PlanReason,
+) -> Result<String, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = plan_name(&obj.name_any(), job, &plan.hash);
+    for old in existing.iter().filter(|p| live(p) && p.name_any() != name) {
+        supersede(
+            ctx,
+            obj,
+            old,
+            &format!("TerraformPlan {name} is the current plan"),
+        )
+        .await?;
+    }
+    let tp = plan_object(obj, cluster_name, &name, inputs_hash, plan, reason);
     let api: Api<TerraformPlan> = Api::namespaced(ctx.client.clone(), &ns);
     match api.create(&PostParams::default(), &tp).await {
         Ok(created) => {

@@ -344,7 +344,7 @@ pub async fn execute(
     now: SystemTime,
 ) -> Result<Action, Error> {
     effects::apply(ctx, obj, &capi::machine_pool_resource(), &plan.effects).await?;
-    ending::end_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
+    ending::close_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::{Context, Error};
 use crate::io::jobs::mark_bookkept;
 
 /// Writes the status, then marks the Jobs it accounted for as bookkept.
-pub async fn finish<K: Workload>(
+pub async fn write_status<K: Workload>(
     ctx: &Context,
     obj: &K,
     draft: &Draft,

@@ -57,13 +57,13 @@ async fn a_status_computed_from_a_stale_object_is_refused() {
     // A pass on the object as read writes its status; its own write moves
     // the object on.
     pass::begin_writes(&ctx, &seen);
-    status_patch::finish(&ctx, &seen, &ready("True"), &[])
+    status_patch::write_status(&ctx, &seen, &ready("True"), &[])
         .await
         .unwrap();
 
     // The next pass began on a cache that has not seen that write yet.
     pass::begin_writes(&ctx, &seen);
-    let err = status_patch::finish(&ctx, &seen, &ready("False"), &[])
+    let err = status_patch::write_status(&ctx, &seen, &ready("False"), &[])
         .await
         .expect_err("a status from the stale object is refused");
     assert!(err.is_conflict(), "{err}");
@@ -72,7 +72,7 @@ async fn a_status_computed_from_a_stale_object_is_refused() {
 
     // On the current object the pass writes.
     pass::begin_writes(&ctx, &live);
-    status_patch::finish(&ctx, &live, &ready("False"), &[])
+    status_patch::write_status(&ctx, &live, &ready("False"), &[])
         .await
         .unwrap();
     let live = api.get("workers").await.unwrap();
