@@ -50,35 +50,7 @@ pub async fn execute_bookkeeping<K: Workload>(
                 }
             }
             BookkeepingEffect::AdoptState { inputs_hash } => {
-                let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
-                let adopted = adopt(
-                    &ctx.client,
-                    &ns,
-                    &suffix,
-                    &obj.owner_reference(),
-                    &crate::names::state_labels(K::KIND, &obj.name_any(), cluster),
-                    inputs_hash.as_deref(),
-                )
-                .await?;
-                if let (true, Some(hash)) = (adopted.rehashed, inputs_hash) {
-                    let note = format!("the state now records inputs hash {hash}");
-                    super::pass::event(ctx, obj, false, events::STATE_ADOPTED, "Apply", note).await;
-                }
-                if adopted.reowned > 0 {
-                    let note = format!(
-                        "{} state Secrets referred to an earlier object of this name; they are owned by this one now",
-                        adopted.reowned
-                    );
-                    super::pass::event(
-                        ctx,
-                        obj,
-                        false,
-                        events::OWNER_REFERENCES_REPAIRED,
-                        "Apply",
-                        note,
-                    )
-                    .await;
-                }
+                adopt_state(ctx, obj, inputs_hash.as_deref()).await?
             }
             BookkeepingEffect::DeleteRunSecret { job } => {
                 let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
@@ -118,6 +90,47 @@ pub async fn execute_bookkeeping<K: Workload>(
         }
     }
     Ok(run_lease_released)
+}
+
+/// The state adopted after a successful apply: owned by this object and
+/// stamped with the apply's inputs hash, each repair announced.
+async fn adopt_state<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    inputs_hash: Option<&str>,
+) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
+    let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
+    let adopted = adopt(
+        &ctx.client,
+        &ns,
+        &suffix,
+        &obj.owner_reference(),
+        &crate::names::state_labels(K::KIND, &obj.name_any(), cluster),
+        inputs_hash,
+    )
+    .await?;
+    if let (true, Some(hash)) = (adopted.rehashed, inputs_hash) {
+        let note = format!("the state now records inputs hash {hash}");
+        super::pass::event(ctx, obj, false, events::STATE_ADOPTED, "Apply", note).await;
+    }
+    if adopted.reowned > 0 {
+        let note = format!(
+            "{} state Secrets referred to an earlier object of this name; they are owned by this one now",
+            adopted.reowned
+        );
+        super::pass::event(
+            ctx,
+            obj,
+            false,
+            events::OWNER_REFERENCES_REPAIRED,
+            "Apply",
+            note,
+        )
+        .await;
+    }
+    Ok(())
 }
 
 /// Bookkeeping of every finished Job not yet bookkept: the plan, then its

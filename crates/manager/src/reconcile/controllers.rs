@@ -230,45 +230,8 @@ async fn run_clusters(
         ctx.dependents.clone(),
         ctx.dependents.clone(),
     );
-    let identities = watches::filtered(
-        watcher::watcher(
-            Api::<TerraformClusterIdentity>::all(ctx.client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-        ChangeFilter::new(routing::changed),
-        |i: &TerraformClusterIdentity| routing::own_object(&i.metadata),
-        tally(&ctx, CLUSTERS, "identities"),
-    );
-    // A deleted machine or pool may unblock its cluster's deletion.
-    let pools_gone = watches::filtered(
-        watcher::watcher(
-            api::<PartialObjectMeta<TerraformMachinePool>>(&ctx),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-        ChangeFilter::new(routing::deleted_only),
-        |_| 0,
-        tally(&ctx, CLUSTERS, "terraformmachinepools"),
-    );
-    let machines_gone = watches::filtered(
-        watcher::watcher(
-            api::<PartialObjectMeta<TerraformMachine>>(&ctx),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-        ChangeFilter::new(routing::deleted_only),
-        |_| 0,
-        tally(&ctx, CLUSTERS, "terraformmachines"),
-    )
-    .map(|r| {
-        r.map(|m| PartialObjectMeta::<TerraformMachinePool> {
-            types: None,
-            metadata: m.metadata,
-            _phantom: Default::default(),
-        })
-    });
-    let dependents_gone = futures::stream::select(pools_gone, machines_gone);
+    let identities = cluster_identities(&ctx);
+    let dependents_gone = dependents_gone(&ctx);
     let by_cluster = store.clone();
     let identity_ctx = ctx.clone();
     let metrics = ctx.metrics.clone();
@@ -301,33 +264,13 @@ async fn run_clusters(
             cluster_ar.clone(),
         )
         .watches_stream(dependents_gone, move |gone| {
-            let Some(cluster) = gone.labels().get(labels::CLUSTER_NAME).cloned() else {
-                return Vec::new();
-            };
-            let ns = gone.namespace();
-            let refs = by_cluster
-                .state()
-                .into_iter()
-                .filter(|tc| tc.namespace() == ns && routing::names_cluster(&tc.metadata, &cluster))
-                .map(|tc| ObjectRef::from_obj(&*tc))
-                .collect::<Vec<_>>();
-            wake(&q6, kind, refs)
+            wake(&q6, kind, clusters_named_by(&by_cluster, &gone.metadata))
         })
         .watches_stream(identities, move |identity| {
             // Every cluster using the identity checks it again.
             let name = identity.name_any();
             super::credentials::forget_identity_users(&identity_ctx.credentials_ensured, &name);
-            let refs = store
-                .state()
-                .into_iter()
-                .filter(|tc| {
-                    tc.spec.workspace.identity_ref.as_ref().is_some_and(|r| {
-                        r.kind != Some(captf_api::common::IdentityKind::Secret) && r.name == name
-                    })
-                })
-                .map(|tc| ObjectRef::from_obj(&*tc))
-                .collect::<Vec<_>>();
-            wake(&q7, kind, refs)
+            wake(&q7, kind, identity_users(&store, &name))
         })
         .reconcile_on(slot_wakes::<TerraformCluster>(&ctx, kind, &queue))
         .graceful_shutdown_on(shutdown)
@@ -338,6 +281,98 @@ async fn run_clusters(
         )
         .for_each(|res| count_pass(&metrics, &queue, CLUSTERS, res))
         .await;
+}
+
+/// The TerraformClusters of the Cluster a gone machine or pool named.
+fn clusters_named_by(
+    store: &reflector::Store<TerraformCluster>,
+    gone: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Vec<ObjectRef<TerraformCluster>> {
+    let Some(cluster) = gone
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::CLUSTER_NAME))
+    else {
+        return Vec::new();
+    };
+    store
+        .state()
+        .into_iter()
+        .filter(|tc| tc.metadata.namespace == gone.namespace)
+        .filter(|tc| routing::names_cluster(&tc.metadata, cluster))
+        .map(|tc| ObjectRef::from_obj(&*tc))
+        .collect()
+}
+
+/// The TerraformClusters that use the cluster identity `name`.
+fn identity_users(
+    store: &reflector::Store<TerraformCluster>,
+    name: &str,
+) -> Vec<ObjectRef<TerraformCluster>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|tc| {
+            tc.spec.workspace.identity_ref.as_ref().is_some_and(|r| {
+                r.kind != Some(captf_api::common::IdentityKind::Secret) && r.name == name
+            })
+        })
+        .map(|tc| ObjectRef::from_obj(&*tc))
+        .collect()
+}
+
+/// The cluster identities, filtered to their writes.
+fn cluster_identities(
+    ctx: &Context,
+) -> impl futures::Stream<Item = Result<TerraformClusterIdentity, watcher::Error>> + Send + 'static
+{
+    watches::filtered(
+        watcher::watcher(
+            Api::<TerraformClusterIdentity>::all(ctx.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+        ChangeFilter::new(routing::changed),
+        |i: &TerraformClusterIdentity| routing::own_object(&i.metadata),
+        tally(ctx, CLUSTERS, "identities"),
+    )
+}
+
+/// A deleted machine or pool may unblock its cluster's deletion: their
+/// deletions, as the metadata of pools.
+fn dependents_gone(
+    ctx: &Context,
+) -> impl futures::Stream<Item = Result<PartialObjectMeta<TerraformMachinePool>, watcher::Error>>
++ Send
++ 'static {
+    let pools_gone = watches::filtered(
+        watcher::watcher(
+            api::<PartialObjectMeta<TerraformMachinePool>>(ctx),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+        ChangeFilter::new(routing::deleted_only),
+        |_| 0,
+        tally(ctx, CLUSTERS, "terraformmachinepools"),
+    );
+    let machines_gone = watches::filtered(
+        watcher::watcher(
+            api::<PartialObjectMeta<TerraformMachine>>(ctx),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+        ChangeFilter::new(routing::deleted_only),
+        |_| 0,
+        tally(ctx, CLUSTERS, "terraformmachines"),
+    )
+    .map(|r| {
+        r.map(|m| PartialObjectMeta::<TerraformMachinePool> {
+            types: None,
+            metadata: m.metadata,
+            _phantom: Default::default(),
+        })
+    });
+    futures::stream::select(pools_gone, machines_gone)
 }
 
 /// A kind Cluster API owns through one object of its own (a Machine or a
