@@ -387,6 +387,25 @@ struct Owned {
     concurrency: u16,
 }
 
+/// The owners of an owned kind (Machines or MachinePools), stored for the
+/// passes and filtered to what they consume.
+fn owner_watch(
+    ctx: &Context,
+    owned: &Owned,
+    writer: reflector::store::Writer<DynamicObject>,
+) -> impl futures::Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
+    watches::filtered(
+        watches::stored(
+            dyn_api(ctx, &owned.owner),
+            watcher::Config::default(),
+            writer,
+        ),
+        ChangeFilter::new(routing::changed),
+        routing::capi_owner_consumed,
+        tally(ctx, owned.controller, owned.owner_source),
+    )
+}
+
 /// Runs the controller of an owned kind until `shutdown` resolves: its own
 /// events, its Jobs, our Secrets, its variables sources, bootstrap data,
 /// the owners (waking the object their infrastructureRef names), the
@@ -403,51 +422,29 @@ async fn run_owned<K, F, Fut>(
     F: FnMut(Arc<K>, Arc<Context>) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Action, Error>> + Send + 'static,
 {
-    let Owned {
-        controller,
-        kind,
-        owner: owner_ar,
-        owner_source,
-        concurrency,
-    } = owned;
-    let OwnedFeeds {
-        common,
-        terraform_clusters,
-        bootstrap,
-        owner_writer,
-    } = feeds;
-    let cluster_ar = capi::cluster_resource();
+    let (controller, kind, concurrency) = (owned.controller, owned.kind, owned.concurrency);
     let queue = ctx.metrics.queue(controller, concurrency);
     let (own, store) = own_stream::<K>(&ctx, controller, &queue);
-    let owners_stream = watches::filtered(
-        watches::stored(
-            dyn_api(&ctx, &owner_ar),
-            watcher::Config::default(),
-            owner_writer,
-        ),
-        ChangeFilter::new(routing::changed),
-        routing::capi_owner_consumed,
-        tally(&ctx, controller, owner_source),
-    );
+    let owners_stream = owner_watch(&ctx, &owned, feeds.owner_writer);
     let d = ctx.dependents.clone();
     let metrics = ctx.metrics.clone();
     let (d1, d2, d3, d4, d5, d6) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone(), d);
     let [q, q1, q2, q3, q4, q5, q6, q7] = wakers(&ctx, &queue);
     Controller::for_stream(own, store)
         .with_config(controller_config(concurrency))
-        .watches_stream(common.jobs, move |job| {
+        .watches_stream(feeds.common.jobs, move |job| {
             wake(&q, kind, owners::<K>(&job.metadata, kind))
         })
-        .watches_stream(common.managed_secrets, move |s| {
+        .watches_stream(feeds.common.managed_secrets, move |s| {
             wake(&q1, kind, managed_secret_owners(&d1, &s, kind))
         })
-        .watches_stream(common.configmaps, move |c| {
+        .watches_stream(feeds.common.configmaps, move |c| {
             wake(&q2, kind, variables_users(&d2, &c.metadata, false, kind))
         })
-        .watches_stream(common.variables_secrets, move |s| {
+        .watches_stream(feeds.common.variables_secrets, move |s| {
             wake(&q3, kind, variables_users(&d3, &s.metadata, true, kind))
         })
-        .watches_stream(bootstrap, move |s| {
+        .watches_stream(feeds.bootstrap, move |s| {
             // Bootstrap data wakes the objects whose owner names it.
             wake(&q4, kind, variables_users(&d4, &s.metadata, true, kind))
         })
@@ -457,10 +454,10 @@ async fn run_owned<K, F, Fut>(
                 let refs = infrastructure_ref::<K>(&o, kind);
                 wake(&q5, kind, refs.into_iter().collect())
             },
-            owner_ar,
+            owned.owner,
         )
         .watches_stream_with(
-            common.clusters,
+            feeds.common.clusters,
             move |c| {
                 let dep = Dependency::Cluster {
                     namespace: c.namespace().unwrap_or_default(),
@@ -468,9 +465,9 @@ async fn run_owned<K, F, Fut>(
                 };
                 wake(&q6, kind, refs(&d5, &dep, kind))
             },
-            cluster_ar,
+            capi::cluster_resource(),
         )
-        .watches_stream(terraform_clusters, move |tc| {
+        .watches_stream(feeds.terraform_clusters, move |tc| {
             // Only what the objects consume changed (the filter saw to it).
             let dep = Dependency::TerraformCluster {
                 namespace: tc.namespace().unwrap_or_default(),

@@ -34,7 +34,11 @@ const PURE_FILES: &[&str] = &[
 
 /// Functions over the limit today (`file::function`). The list only
 /// shrinks: a function listed here that fits fails the test too.
-const LONG_FUNCTIONS: &[&str] = &["controllers::run_owned", "shared_sources::open"];
+const LONG_FUNCTIONS: &[&str] = &[
+    // The wiring of every shared watch: one stream per source, fanned out
+    // to the three controllers, read as one table.
+    "shared_sources::open",
+];
 
 fn reconcile_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/reconcile")
