@@ -13,32 +13,31 @@ use crate::io::records::read_record;
 use crate::records::{InputsRecord, applied_record_name, attempt_record_name};
 use crate::state::reader::{StateError, StateSummary};
 
+/// The object's applied record (`None`: none, or unreadable).
 pub async fn applied_record<K: Workload>(
     ctx: &Context,
     obj: &K,
 ) -> Result<Option<InputsRecord>, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    Ok(read_record(
-        &ctx.client,
-        &ns,
-        &applied_record_name(K::KIND, &obj.name_any()),
-    )
-    .await?
-    .and_then(Result::ok))
+    named_record(ctx, obj, &applied_record_name(K::KIND, &obj.name_any())).await
 }
 
+/// The object's attempt record (`None`: none, or unreadable).
 pub async fn attempt_record<K: Workload>(
     ctx: &Context,
     obj: &K,
 ) -> Result<Option<InputsRecord>, Error> {
+    named_record(ctx, obj, &attempt_record_name(K::KIND, &obj.name_any())).await
+}
+
+async fn named_record<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    name: &str,
+) -> Result<Option<InputsRecord>, Error> {
     let ns = obj.namespace().unwrap_or_default();
-    Ok(read_record(
-        &ctx.client,
-        &ns,
-        &attempt_record_name(K::KIND, &obj.name_any()),
-    )
-    .await?
-    .and_then(Result::ok))
+    Ok(read_record(&ctx.client, &ns, name)
+        .await?
+        .and_then(Result::ok))
 }
 
 /// The object's two inputs records, read together.
