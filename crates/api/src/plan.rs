@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1alpha1",
     kind = "TerraformPlan",
+    derive = "PartialEq",
     doc = "TerraformPlan is a change CAPTF planned for a TerraformCluster that waits for a \
         person's approval before it is applied. Approve it by setting `spec.approved: true` \
         and `spec.approvedBy` to your own username; it shows counts and resource addresses, \

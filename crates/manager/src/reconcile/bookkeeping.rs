@@ -1,13 +1,14 @@
 //! Bookkeeping of finished Jobs, as a pure plan: `lastRun`, the Job
 //! conditions, drift and refresh times, the marks and events that follow
-//! the status patch, and the writes it needs, which
-//! `bookkeeping_writes.rs` makes. No client here.
+//! the status patch, and the writes it needs (`Effect`s, which `effects.rs`
+//! makes). No client here.
 
 use std::time::Duration;
 
 use captf_api::common::{DriftSummary, LastRun, RunError, RunStep};
 use captf_api::names::{annotations, conditions, events, reasons};
 
+use super::effect::Effect;
 use super::pass::Loaded;
 use super::status::{Draft, time};
 use crate::engine::decide::Op;
@@ -24,39 +25,12 @@ pub struct BookkeepingPolicy {
     pub drift_remediate: bool,
 }
 
-/// A write bookkeeping needs, in the order the plan lists them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BookkeepingEffect {
-    /// The attempt record of `job` becomes the applied record, with the
-    /// digest its pod ran.
-    PromoteRecord {
-        job: String,
-        inputs_hash: Option<String>,
-        image_id: Option<String>,
-    },
-    /// The state gets the object's owner reference and the inputs hash.
-    AdoptState { inputs_hash: Option<String> },
-    /// The run's inputs Secret goes.
-    DeleteRunSecret { job: String },
-    /// The run lease goes, if `job` holds it.
-    ReleaseRunLease { job: String },
-    /// History pruning.
-    DeleteJob { name: String },
-    /// The attempt record marks `job` as an apply whose outcome is unknown.
-    RecordUnconfirmed { job: String },
-    /// A restore succeeded after the newest apply: no apply of unknown
-    /// outcome is in force any more.
-    ClearUnconfirmed,
-    /// The `captf.io/restore-state` request is done.
-    ClearRestoreRequest,
-}
-
 /// The plan: what the pass learned, and the writes that go before the
 /// status patch.
 #[derive(Debug)]
 pub struct BookkeepingPlan {
     pub booked: Bookkept,
-    pub effects: Vec<BookkeepingEffect>,
+    pub effects: Vec<Effect>,
 }
 
 /// A Job to mark bookkept once the status patch landed, with the events
@@ -234,7 +208,7 @@ pub fn plan_bookkeeping(
     set_job_conditions(loaded, &newly, draft, policy);
     let (successful, failed) = policy.history_limits;
     for name in history::prune(&records, successful, failed) {
-        effects.push(BookkeepingEffect::DeleteJob { name });
+        effects.push(Effect::DeleteJob { name });
     }
     BookkeepingPlan {
         booked: Bookkept {
@@ -276,7 +250,7 @@ fn book_job(
     records: &[JobRecord],
     draft: &mut Draft,
     policy: &BookkeepingPolicy,
-    effects: &mut Vec<BookkeepingEffect>,
+    effects: &mut Vec<Effect>,
 ) -> Mark {
     let job = &o.record.name;
     draft.field("lastRun", last_run(o));
@@ -312,11 +286,11 @@ fn book_job(
     }
     if o.outcome_unknown() {
         // It may have changed infrastructure no state records.
-        effects.push(BookkeepingEffect::RecordUnconfirmed { job: job.clone() });
+        effects.push(Effect::RecordUnconfirmed { job: job.clone() });
     }
     // The run is over: its per-run Secret and run lease go.
-    effects.push(BookkeepingEffect::DeleteRunSecret { job: job.clone() });
-    effects.push(BookkeepingEffect::ReleaseRunLease { job: job.clone() });
+    effects.push(Effect::DeleteRunSecret { job: job.clone() });
+    effects.push(Effect::ReleaseRunLease { job: job.clone() });
     Mark {
         job: job.clone(),
         outcome: o.record.outcome,
@@ -344,7 +318,7 @@ fn apply_succeeded(
     inputs_hash: Option<String>,
     remediation: bool,
     draft: &mut Draft,
-    effects: &mut Vec<BookkeepingEffect>,
+    effects: &mut Vec<Effect>,
     evs: &mut Vec<PendingEvent>,
 ) {
     let job = &o.record.name;
@@ -363,12 +337,12 @@ fn apply_succeeded(
             v.message,
         ));
     }
-    effects.push(BookkeepingEffect::PromoteRecord {
+    effects.push(Effect::PromoteRecord {
         job: job.clone(),
         inputs_hash: inputs_hash.clone(),
         image_id: o.image_id.clone(),
     });
-    effects.push(BookkeepingEffect::AdoptState { inputs_hash });
+    effects.push(Effect::AdoptState { inputs_hash });
     evs.push(PendingEvent::new(
         false,
         events::JOB_SUCCEEDED,
@@ -529,7 +503,7 @@ fn restore_bookkeeping(
     o: &ObservedJob,
     outcome: Outcome,
     draft: &mut Draft,
-    effects: &mut Vec<BookkeepingEffect>,
+    effects: &mut Vec<Effect>,
     evs: &mut Vec<PendingEvent>,
 ) {
     let job = &o.record.name;
@@ -544,7 +518,7 @@ fn restore_bookkeeping(
         let hash = loaded
             .annotation(job, annotations::INPUTS_HASH)
             .filter(|h| !h.is_empty());
-        effects.push(BookkeepingEffect::AdoptState {
+        effects.push(Effect::AdoptState {
             inputs_hash: hash.map(str::to_owned),
         });
         let newest_apply = loaded
@@ -554,9 +528,9 @@ fn restore_bookkeeping(
             .map(|a| a.record.created)
             .max();
         if newest_apply.is_none_or(|a| o.record.finished.is_some_and(|f| f > a)) {
-            effects.push(BookkeepingEffect::ClearUnconfirmed);
+            effects.push(Effect::ClearUnconfirmed);
         }
-        effects.push(BookkeepingEffect::ClearRestoreRequest);
+        effects.push(Effect::RemoveAnnotation(annotations::RESTORE_STATE));
         let message = format!("Job {job} restored the backup of state serial {serial_text}");
         draft.set(
             conditions::RESTORE_JOB_SUCCEEDED,

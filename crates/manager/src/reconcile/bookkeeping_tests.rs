@@ -86,18 +86,18 @@ fn a_successful_apply_promotes_adopts_and_releases_in_that_order() {
     assert_eq!(
         p.effects,
         vec![
-            BookkeepingEffect::PromoteRecord {
+            Effect::PromoteRecord {
                 job: "apply-1".into(),
                 inputs_hash: Some("h2:aa".into()),
                 image_id: Some("registry.example/m@sha256:abc".into()),
             },
-            BookkeepingEffect::AdoptState {
+            Effect::AdoptState {
                 inputs_hash: Some("h2:aa".into())
             },
-            BookkeepingEffect::DeleteRunSecret {
+            Effect::DeleteRunSecret {
                 job: "apply-1".into()
             },
-            BookkeepingEffect::ReleaseRunLease {
+            Effect::ReleaseRunLease {
                 job: "apply-1".into()
             },
         ]
@@ -152,7 +152,7 @@ fn finished_jobs_are_bookkept_once_and_oldest_first() {
             .effects
             .iter()
             .filter_map(|e| match e {
-                BookkeepingEffect::ReleaseRunLease { job } => Some(job.as_str()),
+                Effect::ReleaseRunLease { job } => Some(job.as_str()),
                 _ => None,
             })
             .collect();
@@ -174,10 +174,9 @@ fn a_refresh_or_drift_check_writes_its_time_and_no_record() {
     )]));
     assert!(draft.field_value("lastRefresh").is_some());
     assert!(
-        !p.effects.iter().any(|e| matches!(
-            e,
-            BookkeepingEffect::PromoteRecord { .. } | BookkeepingEffect::AdoptState { .. }
-        )),
+        !p.effects
+            .iter()
+            .any(|e| matches!(e, Effect::PromoteRecord { .. } | Effect::AdoptState { .. })),
         "a refresh changes no inputs record: {:?}",
         p.effects
     );
@@ -236,7 +235,7 @@ fn history_beyond_the_limits_is_pruned() {
         .effects
         .iter()
         .filter_map(|e| match e {
-            BookkeepingEffect::DeleteJob { name } => Some(name.as_str()),
+            Effect::DeleteJob { name } => Some(name.as_str()),
             _ => None,
         })
         .collect();
@@ -274,7 +273,7 @@ fn a_failed_remediation_keeps_the_drift_pending() {
     assert!(
         !p.effects
             .iter()
-            .any(|e| matches!(e, BookkeepingEffect::PromoteRecord { .. })),
+            .any(|e| matches!(e, Effect::PromoteRecord { .. })),
         "a failed apply is not promoted"
     );
 }
@@ -330,18 +329,18 @@ fn a_restore_is_bookkept_by_its_outcome_and_its_age_against_the_applies() {
             "{case}"
         );
         let adopted = plan.effects.iter().find_map(|e| match e {
-            BookkeepingEffect::AdoptState { inputs_hash } => Some(inputs_hash.as_deref()),
+            Effect::AdoptState { inputs_hash } => Some(inputs_hash.as_deref()),
             _ => None,
         });
         assert_eq!(adopted, adopts, "{case}");
         assert_eq!(
-            plan.effects.contains(&BookkeepingEffect::ClearUnconfirmed),
+            plan.effects.contains(&Effect::ClearUnconfirmed),
             clears,
             "{case}"
         );
         let ends = plan
             .effects
-            .contains(&BookkeepingEffect::ClearRestoreRequest);
+            .contains(&Effect::RemoveAnnotation(annotations::RESTORE_STATE));
         assert_eq!(ends, outcome == Outcome::Succeeded, "{case}");
         let c = draft.get(conditions::RESTORE_JOB_SUCCEEDED).unwrap();
         let expected = if outcome == Outcome::Succeeded {

@@ -22,6 +22,8 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
+use super::effect::Effect;
+use super::effects;
 use super::ending::{self, PassEnding};
 use super::inputs_applied;
 use super::job_start::StartRequest;
@@ -101,27 +103,9 @@ async fn dependents(ctx: &Context, ns: &str, cluster: &str) -> Result<Vec<String
     Ok(out)
 }
 
-/// A write the plan asks for, made in this order before the pass ends.
-#[derive(Debug, Clone)]
-pub enum ClusterEffect {
-    /// The control plane endpoint the module reported, into the spec.
-    PatchSpec(Value),
-    Event {
-        reason: &'static str,
-        note: String,
-    },
-    Warning {
-        reason: &'static str,
-        note: String,
-    },
-    CountOutputsInvalid(&'static str),
-    /// A TerraformPlan the inputs or the policy made moot.
-    SupersedePlan(Box<TerraformPlan>),
-}
-
 #[derive(Debug)]
 pub struct ClusterPlan {
-    pub effects: Vec<ClusterEffect>,
+    pub effects: Vec<Effect>,
     pub decision: Option<Decision>,
     pub ending: PassEnding,
 }
@@ -151,7 +135,7 @@ pub fn plan(
     effects.extend(
         superseded
             .into_iter()
-            .map(|s| ClusterEffect::SupersedePlan(Box::new(s))),
+            .map(|s| Effect::SupersedePlan(Box::new(s))),
     );
     let live = plans::live_plan(plans_list).map(|p| p.name_any());
     p.draft
@@ -243,21 +227,22 @@ fn plan_published(
     p: &mut OpenPass,
     serial: u64,
     w: &adapter::ClusterWrites,
-    effects: &mut Vec<ClusterEffect>,
+    effects: &mut Vec<Effect>,
 ) {
     if let Some(ep) = &w.control_plane_endpoint {
-        effects.push(ClusterEffect::PatchSpec(json!({
+        effects.push(Effect::PatchSpec(json!({
             "metadata": {"annotations": {annotations::ENDPOINT_SOURCE: annotations::ENDPOINT_SOURCE_MODULE}},
             "spec": {"controlPlaneEndpoint": ep},
         })));
-        effects.push(ClusterEffect::Event {
-            reason: events::CONTROL_PLANE_ENDPOINT_SET,
-            note: format!(
+        effects.push(Effect::outputs_event(
+            false,
+            events::CONTROL_PLANE_ENDPOINT_SET,
+            format!(
                 "control plane endpoint {}:{}",
                 ep.host.clone().unwrap_or_default(),
                 ep.port.unwrap_or_default()
             ),
-        });
+        ));
     }
     let status = obj.status.as_ref();
     if let Some(fd) = &w.failure_domains {
@@ -265,10 +250,11 @@ fn plan_published(
         let to_json = |v| serde_json::to_value(v).unwrap_or(Value::Null);
         if to_json(before) != to_json(fd.as_ref()) {
             let names: Vec<&str> = fd.iter().flatten().map(|d| d.name.as_str()).collect();
-            effects.push(ClusterEffect::Event {
-                reason: events::FAILURE_DOMAINS_CHANGED,
-                note: format!("failure domains now: [{}]", names.join(", ")),
-            });
+            effects.push(Effect::outputs_event(
+                false,
+                events::FAILURE_DOMAINS_CHANGED,
+                format!("failure domains now: [{}]", names.join(", ")),
+            ));
         }
         p.draft.field("failureDomains", fd);
     }
@@ -282,13 +268,15 @@ fn plan_published(
             let new_state = status.and_then(|s| s.workspace.observed_state_serial)
                 != i64::try_from(serial).ok();
             if published || new_state {
-                effects.push(ClusterEffect::Warning {
-                    reason: events::EXPORTS_NOT_PUBLISHED,
-                    note: format!(
-                        "the exports exceed {} KiB as compact JSON; status.exports is cleared",
-                        captf_contract::outputs::MAX_PUBLISHED_EXPORTS_BYTES / 1024
-                    ),
-                });
+                let note = format!(
+                    "the exports exceed {} KiB as compact JSON; status.exports is cleared",
+                    captf_contract::outputs::MAX_PUBLISHED_EXPORTS_BYTES / 1024
+                );
+                effects.push(Effect::outputs_event(
+                    true,
+                    events::EXPORTS_NOT_PUBLISHED,
+                    note,
+                ));
             }
             p.draft.field("exports", Value::Null)
         }
@@ -303,7 +291,7 @@ fn plan_outputs(
     p: &mut OpenPass,
     stored: &Stored,
     cluster: Option<&Cluster>,
-    effects: &mut Vec<ClusterEffect>,
+    effects: &mut Vec<Effect>,
 ) -> (bool, bool) {
     let mut provisioned = obj.provisioned();
     let mut health_pending = false;
@@ -316,7 +304,7 @@ fn plan_outputs(
         let before = obj.condition(conditions::OUTPUTS_VALID);
         let again = before.is_some_and(|c| c.status == "False" && c.reason == valid.reason);
         if valid.status == "False" && !again {
-            effects.push(ClusterEffect::CountOutputsInvalid(valid.reason));
+            effects.push(Effect::CountOutputsInvalid(valid.reason));
         }
         p.draft.set(conditions::OUTPUTS_VALID, &valid);
         let outputs = decoded
@@ -335,10 +323,11 @@ fn plan_outputs(
         );
         plan_published(obj, p, state.serial, &w, effects);
         if w.provisioned && !provisioned {
-            effects.push(ClusterEffect::Event {
-                reason: events::PROVISIONED,
-                note: "infrastructure provisioned".into(),
-            });
+            effects.push(Effect::outputs_event(
+                false,
+                events::PROVISIONED,
+                "infrastructure provisioned".into(),
+            ));
         }
         provisioned = w.provisioned;
         if let Some(ea) = &w.endpoint_available {
@@ -459,9 +448,7 @@ pub async fn execute(
     plan: ClusterPlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    for e in &plan.effects {
-        effect(ctx, obj, e).await?;
-    }
+    effects::apply(ctx, obj, &plan.effects).await?;
     let mut ending = plan.ending;
     if let PassEnding::Start(req) = &mut ending
         && matches!(req.op, Op::Plan | Op::Apply)
@@ -470,26 +457,6 @@ pub async fn execute(
         req.plan_key_secret = Some(pass::ensure_plan_key(ctx, obj).await?);
     }
     ending::close_as_planned(ctx, obj, p, ending, plan.decision, now).await
-}
-
-async fn effect(ctx: &Context, obj: &TerraformCluster, e: &ClusterEffect) -> Result<(), Error> {
-    match e {
-        ClusterEffect::PatchSpec(patch) => pass::patch_own(ctx, obj, patch).await?,
-        ClusterEffect::Event { reason, note } => {
-            pass::event(ctx, obj, false, reason, "Outputs", note.clone()).await
-        }
-        ClusterEffect::Warning { reason, note } => {
-            pass::event(ctx, obj, true, reason, "Outputs", note.clone()).await
-        }
-        ClusterEffect::CountOutputsInvalid(reason) => ctx
-            .metrics
-            .outputs_invalid(TerraformCluster::KIND.kind(), reason),
-        ClusterEffect::SupersedePlan(plan) => {
-            let why = "the inputs or the apply policy changed since it was made";
-            plans::supersede(ctx, obj, plan, why).await?
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -170,7 +170,7 @@ fn a_live_plan_of_older_inputs_is_superseded_in_the_same_pass() {
         .effects
         .iter()
         .filter_map(|e| match e {
-            ClusterEffect::SupersedePlan(p) => Some(p.name_any()),
+            Effect::SupersedePlan(p) => Some(p.name_any()),
             _ => None,
         })
         .collect();
@@ -199,7 +199,7 @@ fn a_plan_of_the_current_inputs_stays_and_is_the_pending_plan() {
         !plan
             .effects
             .iter()
-            .any(|e| matches!(e, ClusterEffect::SupersedePlan(_))),
+            .any(|e| matches!(e, Effect::SupersedePlan(_))),
         "{:?}",
         plan.effects
     );
@@ -266,7 +266,7 @@ fn a_first_readable_state_provisions_the_cluster_and_publishes_its_outputs() {
     assert!(
         plan.effects.iter().any(|e| matches!(
             e,
-            ClusterEffect::Event { reason, .. } if *reason == events::PROVISIONED
+            Effect::Event { reason, .. } if *reason == events::PROVISIONED
         )),
         "{:?}",
         plan.effects
@@ -291,9 +291,7 @@ fn event_reasons(plan: &ClusterPlan) -> Vec<&'static str> {
     plan.effects
         .iter()
         .filter_map(|e| match e {
-            ClusterEffect::Event { reason, .. } | ClusterEffect::Warning { reason, .. } => {
-                Some(*reason)
-            }
+            Effect::Event { reason, .. } => Some(*reason),
             _ => None,
         })
         .collect()

@@ -1,66 +1,196 @@
-//! The writes a machine's or a pool's plan asks for, and their execution in
-//! the order planned (before the pass ends with its Job start and status).
+//! The one executor of planned writes ([`Effect`], `effect.rs`): makes
+//! them in the order the plan listed them, before the pass ends with its
+//! Job start and its status.
 
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use serde_json::Value;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
 
-use super::exports::{self, GuardWrite};
+use super::adoption::{adopt_state, promote};
+use super::effect::Effect;
 use super::pass;
+use super::plans;
 use super::workload::Workload;
 use super::{Context, Error};
+use crate::io::leases::release_if_held;
+use crate::io::records::{set_unconfirmed, write_record};
+use crate::leases::run_lease_name;
+use crate::names::state_suffix;
+use crate::records::{attempt_record_name, record_labels, run_secret_name};
 
-/// A write the plan asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OwnedEffect {
-    /// The object's own spec from its outputs (a machine's provider ID, a
-    /// pool's provider IDs).
-    PatchSpec(Value),
-    /// The Cluster API owner (a pool's MachinePool replicas, a machine's
-    /// remediation annotations).
-    PatchOwner { name: String, patch: Value },
-    Event {
-        warning: bool,
-        reason: &'static str,
-        action: &'static str,
-        note: String,
-    },
-    /// `OutputsValid` turned False for `reason` (a metric).
-    CountOutputsInvalid(&'static str),
-    /// A remediation request or withdrawal (a metric).
-    CountRemediation(&'static str),
-    /// The pool exports guard's writes.
-    Guard(GuardWrite),
+/// What the writes learned that the rest of the pass needs.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// The run lease was given back (deleted for its holder).
+    pub run_lease_released: bool,
 }
 
-/// Makes `effects` in order; `owner` is the resource of the object's owner.
+/// Makes `effects` in order; the first failure stops the rest (the next
+/// pass plans them again from what it reads).
 pub async fn apply<K: Workload>(
     ctx: &Context,
     obj: &K,
-    owner: &ApiResource,
-    effects: &[OwnedEffect],
-) -> Result<(), Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    for e in effects {
-        match e {
-            OwnedEffect::PatchSpec(patch) => pass::patch_own(ctx, obj, patch).await?,
-            OwnedEffect::PatchOwner { name, patch } => {
-                let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, owner);
-                api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await?;
-            }
-            OwnedEffect::Event {
-                warning,
-                reason,
-                action,
-                note,
-            } => pass::event(ctx, obj, *warning, reason, action, note.clone()).await,
-            OwnedEffect::CountOutputsInvalid(reason) => {
-                ctx.metrics.outputs_invalid(K::KIND.kind(), reason)
-            }
-            OwnedEffect::CountRemediation(action) => ctx.metrics.remediation_request(action),
-            OwnedEffect::Guard(w) => exports::write(ctx, obj, w).await?,
+    effects: &[Effect],
+) -> Result<Applied, Error> {
+    let mut applied = Applied::default();
+    for effect in effects {
+        if apply_one(ctx, obj, effect).await? {
+            applied.run_lease_released = true;
         }
     }
+    Ok(applied)
+}
+
+/// Makes one effect; true when it gave the run lease back.
+async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Result<bool, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    match effect {
+        Effect::PatchSpec(patch) => pass::patch_own(ctx, obj, patch).await?,
+        Effect::PatchOwner { name, patch } => patch_owner::<K>(ctx, &ns, name, patch).await?,
+        Effect::RemoveAnnotation(key) => {
+            let patch = json!({"metadata": {"annotations": {*key: Value::Null}}});
+            pass::patch_own(ctx, obj, &patch).await?
+        }
+        Effect::Event {
+            warning,
+            reason,
+            action,
+            note,
+        } => pass::event(ctx, obj, *warning, reason, action, note.clone()).await,
+        Effect::PromoteRecord {
+            job,
+            inputs_hash,
+            image_id,
+        } => {
+            let promoted =
+                promote(ctx, obj, job, inputs_hash.as_deref(), image_id.as_deref()).await?;
+            if let (Some(reason), warning, note) = promoted.event(job) {
+                pass::event(ctx, obj, warning, reason, "Apply", note).await;
+            }
+        }
+        Effect::AdoptState { inputs_hash } => adopt_state(ctx, obj, inputs_hash.as_deref()).await?,
+        Effect::WriteAttemptRecord(record) => {
+            let record_name = attempt_record_name(K::KIND, &name);
+            let labels = record_labels(K::KIND, &name);
+            let owner = obj.owner_reference();
+            write_record(&ctx.client, &ns, &record_name, record, &owner, labels).await?;
+        }
+        Effect::RecordUnconfirmed { job } => {
+            let record = attempt_record_name(K::KIND, &name);
+            set_unconfirmed(&ctx.client, &ns, &record, Some(job)).await?;
+        }
+        Effect::ClearUnconfirmed => {
+            let record = attempt_record_name(K::KIND, &name);
+            set_unconfirmed(&ctx.client, &ns, &record, None).await?;
+        }
+        Effect::DeleteRunSecret { job } => {
+            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+            let secret = run_secret_name(job);
+            gone_is_done(secrets.delete(&secret, &DeleteParams::default()).await)?
+        }
+        Effect::ReleaseRunLease { job } => return release_leases(ctx, obj, job).await,
+        Effect::DeleteJob { name } => {
+            let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+            gone_is_done(jobs.delete(name, &DeleteParams::background()).await)?
+        }
+        Effect::SupersedePlan(plan) => {
+            let why = "the inputs or the apply policy changed since it was made";
+            plans::supersede(ctx, obj, plan, why).await?
+        }
+        Effect::CountOutputsInvalid(reason) => ctx.metrics.outputs_invalid(K::KIND.kind(), reason),
+        Effect::CountRemediation(action) => ctx.metrics.remediation_request(action),
+    }
+    Ok(false)
+}
+
+/// A merge patch of the object's Cluster API owner.
+async fn patch_owner<K: Workload>(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), ns, &K::owner_resource());
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
     Ok(())
+}
+
+/// The run lease `job` holds goes, with the Cluster write lease its apply,
+/// destroy or restore took; true when the run lease was given back.
+async fn release_leases<K: Workload>(ctx: &Context, obj: &K, job: &str) -> Result<bool, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
+    let released = release_if_held(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+    if let Some(name) = obj.cluster_write_lease() {
+        release_if_held(&ctx.client, &ns, &name, job).await?;
+    }
+    Ok(released)
+}
+
+/// A delete that finds its object gone is done.
+fn gone_is_done<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
+        Err(e) => Err(Error::from(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn effects_are_made_in_plan_order_and_a_gone_object_is_done() {
+        use crate::reconcile::mock_api::{Call, MockApi, status};
+        use crate::reconcile::{Config, Context};
+        // The per-run Secret is already gone; the lease is held by the Job.
+        let mock = MockApi::new(|c: &Call| match c.line().as_str() {
+            "DELETE secrets" => status(404, "NotFound"),
+            "GET leases" => (
+                200,
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": c.name(), "namespace": "ns", "resourceVersion": "4", "uid": "l"},
+                    "spec": {"holderIdentity": "refresh-1"}}),
+            ),
+            _ => (
+                200,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            ),
+        });
+        let ctx = Context::new(mock.client(), Config::new("registry.example/m:dev"));
+        let obj: captf_api::TerraformMachinePool = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+            "metadata": {"name": "pool-a", "namespace": "ns", "uid": "u"},
+            "spec": {"source": {"image": "m:1"}},
+        }))
+        .unwrap();
+        let effects = vec![
+            Effect::DeleteRunSecret {
+                job: "refresh-1".into(),
+            },
+            Effect::ReleaseRunLease {
+                job: "refresh-1".into(),
+            },
+            Effect::DeleteJob {
+                name: "refresh-0".into(),
+            },
+        ];
+        let applied = apply(&ctx, &obj, &effects).await.unwrap();
+        assert!(applied.run_lease_released, "the Job held the run lease");
+        assert_eq!(
+            mock.lines(),
+            vec![
+                "DELETE secrets",
+                "GET leases",
+                "DELETE leases",
+                "DELETE jobs"
+            ]
+        );
+        assert!(mock.calls()[3].path.ends_with("/jobs/refresh-0"));
+    }
 }

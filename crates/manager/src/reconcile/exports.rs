@@ -8,13 +8,13 @@ use captf_contract::inputs::MachinePoolInputs;
 use captf_contract::{JsonText, RoleInputs, UserVariables, approval_hash, exports_hash};
 use kube::ResourceExt;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use super::Error;
+use super::effect::Effect;
 use super::job_start::StartRequest;
 use super::open_pass::OpenPass;
 use super::rendered::Rendered;
-use super::workload::Workload;
-use super::{Context, Error};
 use crate::adapters::exports_guard::{
     AppliedExports, ApplyJob, Baseline, GuardInput, Verdict, applied_exports, blocked_message,
     blocking_job, failed_part_way, verdict,
@@ -22,9 +22,8 @@ use crate::adapters::exports_guard::{
 use crate::engine::decide::{ApplyGate, Approval, Op};
 use crate::engine::history::Outcome;
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
-use crate::io::records::write_record;
 use crate::jobs::args::Guard;
-use crate::records::{ExportsRecord, InputsRecord, attempt_record_name, record_labels};
+use crate::records::{ExportsRecord, InputsRecord};
 use crate::state::reader::{StateError, StateSummary};
 
 /// The pool's current inputs before rendering.
@@ -161,14 +160,16 @@ pub fn plan_guard(
     if let Some(a) = attempt.filter(|a| a.exports != record && !p.deleting()) {
         let mut next = a.clone();
         next.exports = record.clone();
-        writes.push(GuardWrite::AttemptRecord(Box::new(next)));
+        writes.push(Effect::WriteAttemptRecord(Box::new(next)));
     }
 
     set_apply_condition(obj, p, &v, &approval);
     if v == Verdict::Unguarded && approved_by.is_some() && !p.deleting() {
         // An approval left on the pool is consumed so the same change
         // returning needs a new one.
-        writes.push(GuardWrite::ConsumeApproval);
+        writes.push(Effect::RemoveAnnotation(
+            annotations::APPROVE_DESTRUCTIVE_PLAN,
+        ));
     }
 
     let (held, rendered_exports_hash) = match &v {
@@ -321,38 +322,5 @@ fn set_apply_condition(obj: &TerraformMachinePool, p: &mut OpenPass, v: &Verdict
 pub struct GuardPlan {
     pub guard: ExportsGuard,
     pub held: Option<Built>,
-    pub writes: Vec<GuardWrite>,
-}
-
-/// A write the guard asks for, made before the pass's Job start and status.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GuardWrite {
-    /// The attempt record with the exports fields as they read now.
-    AttemptRecord(Box<InputsRecord>),
-    /// The `captf.io/approve-destructive-plan` annotation is used up.
-    ConsumeApproval,
-}
-
-/// Makes a guard write.
-pub async fn write<K: Workload>(ctx: &Context, obj: &K, w: &GuardWrite) -> Result<(), Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
-    match w {
-        GuardWrite::AttemptRecord(next) => {
-            write_record(
-                &ctx.client,
-                &ns,
-                &attempt_record_name(K::KIND, &name),
-                next,
-                &obj.owner_reference(),
-                record_labels(K::KIND, &name),
-            )
-            .await?;
-        }
-        GuardWrite::ConsumeApproval => {
-            let patch = json!({"metadata": {"annotations": {annotations::APPROVE_DESTRUCTIVE_PLAN: Value::Null}}});
-            super::pass::patch_own(ctx, obj, &patch).await?;
-        }
-    }
-    Ok(())
+    pub writes: Vec<Effect>,
 }

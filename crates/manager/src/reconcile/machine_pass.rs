@@ -22,7 +22,8 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::dependencies::MachineDependencies;
-use super::effects::{self, OwnedEffect};
+use super::effect::Effect;
+use super::effects;
 use super::ending::{self, PassEnding};
 use super::inputs_applied;
 use super::machine_outputs;
@@ -41,7 +42,6 @@ use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::gates::ClusterState;
 use crate::adapters::machine::{self as adapter, GateInput, Remediation};
-use crate::capi;
 use crate::engine::decide::{ApplyGate, Decision, Op};
 use crate::engine::history::Outcome;
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
@@ -102,13 +102,10 @@ pub async fn fetch(
     })
 }
 
-/// A write the plan asks for, made in this order before the pass ends.
-pub type MachineEffect = OwnedEffect;
-
 /// What the plan made of the snapshot (the status draft is in the pass).
 #[derive(Debug)]
 pub struct MachinePlan {
-    pub effects: Vec<MachineEffect>,
+    pub effects: Vec<Effect>,
     pub decision: Option<Decision>,
     pub ending: PassEnding,
 }
@@ -238,7 +235,7 @@ fn inputs_missing(obj: &TerraformMachine, p: &mut OpenPass, op: Op) {
     }
 }
 
-fn ended(effects: Vec<MachineEffect>, decision: Decision, ending: PassEnding) -> MachinePlan {
+fn ended(effects: Vec<Effect>, decision: Decision, ending: PassEnding) -> MachinePlan {
     MachinePlan {
         effects,
         decision: Some(decision),
@@ -269,7 +266,7 @@ fn plan_outputs(
     deps: &MachineDependencies,
     read: &Result<StateSummary, StateError>,
     policy: &Policy,
-    effects: &mut Vec<MachineEffect>,
+    effects: &mut Vec<Effect>,
 ) -> OutputsRead {
     let mut out = OutputsRead {
         provisioned: obj.provisioned(),
@@ -289,13 +286,11 @@ fn plan_outputs(
     let before = obj.condition(conditions::OUTPUTS_VALID);
     let again = before.is_some_and(|c| c.status == "False" && c.reason == v.reason);
     if v.status == "False" && !again {
-        effects.push(MachineEffect::CountOutputsInvalid(v.reason));
+        effects.push(Effect::CountOutputsInvalid(v.reason));
     }
     p.draft.set(conditions::OUTPUTS_VALID, v);
     if let Some(id) = &plan.set_provider_id {
-        effects.push(MachineEffect::PatchSpec(
-            machine_outputs::provider_id_patch(id),
-        ));
+        effects.push(Effect::PatchSpec(machine_outputs::provider_id_patch(id)));
         effects.push(event(
             false,
             events::PROVIDER_ID_SET,
@@ -329,8 +324,8 @@ fn plan_outputs(
     out
 }
 
-fn event(warning: bool, reason: &'static str, note: String) -> MachineEffect {
-    MachineEffect::Event {
+fn event(warning: bool, reason: &'static str, note: String) -> Effect {
+    Effect::Event {
         warning,
         reason,
         action: "Outputs",
@@ -369,7 +364,7 @@ fn plan_health(
     deps: &MachineDependencies,
     plan: &machine_outputs::OutputsPlan,
     policy: &Policy,
-    effects: &mut Vec<MachineEffect>,
+    effects: &mut Vec<Effect>,
 ) {
     let before = obj.condition(conditions::INFRASTRUCTURE_HEALTHY);
     let unread = before.is_none_or(|c| {
@@ -423,9 +418,9 @@ fn plan_health(
             ),
         ),
     };
-    effects.push(MachineEffect::PatchOwner { name, patch });
-    effects.push(MachineEffect::CountRemediation(action));
-    effects.push(MachineEffect::Event {
+    effects.push(Effect::PatchOwner { name, patch });
+    effects.push(Effect::CountRemediation(action));
+    effects.push(Effect::Event {
         warning,
         reason,
         action: "Remediate",
@@ -497,6 +492,6 @@ pub async fn execute(
     plan: MachinePlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    effects::apply(ctx, obj, &capi::machine_resource(), &plan.effects).await?;
+    effects::apply(ctx, obj, &plan.effects).await?;
     ending::close_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
 }

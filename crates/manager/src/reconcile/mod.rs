@@ -2,9 +2,9 @@
 //! preamble, bookkeeping of finished Jobs, state, the kind's inputs and
 //! outputs, the decision, a crash-safe Job start, and one status patch.
 
+pub mod adoption;
 pub mod backups;
 pub mod bookkeeping;
-pub mod bookkeeping_writes;
 pub mod cleanup;
 pub mod cluster;
 pub mod cluster_pass;
@@ -12,6 +12,7 @@ pub mod controller_runtime;
 pub mod controllers;
 pub mod credentials;
 pub mod dependencies;
+pub mod effect;
 pub mod effects;
 pub mod ending;
 pub mod ensured;

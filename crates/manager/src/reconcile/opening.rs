@@ -9,9 +9,9 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 
-use super::bookkeeping::Bookkept;
-use super::bookkeeping_writes::bookkeep;
+use super::bookkeeping::{BookkeepingPolicy, Bookkept, plan_bookkeeping};
 use super::credentials::Verdict;
+use super::effects;
 use super::open_pass::{Measured, OpenPass, Opening, Records};
 use super::pass::{self, Loaded};
 use super::pass_conditions::{deleting_condition, paused_condition, set_ready};
@@ -422,4 +422,19 @@ async fn retained_elsewhere<K: Workload>(
     set_ready::<K>(draft, obj.provisioned());
     super::status_patch::write_status(ctx, obj, draft, &[]).await?;
     Ok(Some(Action::requeue(Duration::from_secs(60))))
+}
+
+/// Bookkeeping of every finished Job not yet bookkept: the plan, then its
+/// writes.
+async fn bookkeep<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    loaded: &Loaded,
+    draft: &mut Draft,
+    policy: &BookkeepingPolicy,
+) -> Result<Bookkept, Error> {
+    let mut plan = plan_bookkeeping(loaded, draft, policy);
+    let applied = effects::apply(ctx, obj, &plan.effects).await?;
+    plan.booked.run_lease_released = applied.run_lease_released;
+    Ok(plan.booked)
 }

@@ -131,9 +131,9 @@ pub async fn set_phase(ctx: &Context, plan: &TerraformPlan, to: PlanPhase) -> Re
 
 /// Marks `plan` superseded and says why on `obj`; an approved plan's
 /// approval is lost with it, so that event is a warning.
-pub async fn supersede(
+pub async fn supersede<K: Resource<DynamicType = ()>>(
     ctx: &Context,
-    obj: &TerraformCluster,
+    obj: &K,
     plan: &TerraformPlan,
     why: &str,
 ) -> Result<(), Error> {

@@ -19,7 +19,8 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::dependencies::PoolDependencies;
-use super::effects::{self, OwnedEffect};
+use super::effect::Effect;
+use super::effects;
 use super::ending::{self, PassEnding};
 use super::exports::{self, Built, ExportsGuard};
 use super::inputs_applied;
@@ -36,7 +37,6 @@ use super::variables::VariableSources;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::adapters::pool::{self as adapter, ClusterState, GateInput};
-use crate::capi;
 use crate::engine::decide::{ApplyGate, Decision, Op};
 use crate::names::{WorkloadKind, state_suffix};
 use crate::state::reader::{StateError, StateSummary};
@@ -78,13 +78,10 @@ pub async fn fetch(
     })
 }
 
-/// A write the plan asks for, made in this order before the pass ends.
-pub type PoolEffect = OwnedEffect;
-
 /// What the plan made of the snapshot (the status draft is in the pass).
 #[derive(Debug)]
 pub struct PoolPlan {
-    pub effects: Vec<PoolEffect>,
+    pub effects: Vec<Effect>,
     pub decision: Option<Decision>,
     pub ending: PassEnding,
 }
@@ -157,7 +154,7 @@ pub fn plan(
     Ok(ended(effects, decision, ending))
 }
 
-fn ended(effects: Vec<PoolEffect>, decision: Decision, ending: PassEnding) -> PoolPlan {
+fn ended(effects: Vec<Effect>, decision: Decision, ending: PassEnding) -> PoolPlan {
     PoolPlan {
         effects,
         decision: Some(decision),
@@ -171,7 +168,7 @@ fn plan_outputs(
     obj: &TerraformMachinePool,
     p: &mut OpenPass,
     read: &Result<StateSummary, StateError>,
-    effects: &mut Vec<PoolEffect>,
+    effects: &mut Vec<Effect>,
 ) -> OutputsRead {
     let mut out = OutputsRead {
         provisioned: obj.provisioned(),
@@ -181,7 +178,7 @@ fn plan_outputs(
     if let Ok(state) = read {
         let plan = pool_outputs::plan_outputs(obj, state, out.provisioned);
         if let Some(patch) = &plan.spec_patch {
-            effects.push(PoolEffect::PatchSpec(patch.clone()));
+            effects.push(Effect::PatchSpec(patch.clone()));
         }
         if let (Some(replicas), Some(instances)) = (plan.replicas, &plan.instances) {
             p.draft.field("replicas", replicas);
@@ -192,12 +189,12 @@ fn plan_outputs(
         let before = obj.condition(conditions::OUTPUTS_VALID);
         let again = before.is_some_and(|c| c.status == "False" && c.reason == v.reason);
         if v.status == "False" && !again {
-            effects.push(PoolEffect::CountOutputsInvalid(v.reason));
+            effects.push(Effect::CountOutputsInvalid(v.reason));
         }
         p.draft.set(conditions::OUTPUTS_VALID, v);
         out.provisioned = plan.provisioned;
         if plan.newly_provisioned {
-            effects.push(PoolEffect::Event {
+            effects.push(Effect::Event {
                 warning: false,
                 reason: events::PROVISIONED,
                 action: "Outputs",
@@ -222,7 +219,7 @@ fn plan_write_back(
     p: &mut OpenPass,
     deps: &PoolDependencies,
     observed: Option<i32>,
-    effects: &mut Vec<PoolEffect>,
+    effects: &mut Vec<Effect>,
 ) {
     let Some(mp) = deps.mp.as_ref().filter(|_| !p.deleting()) else {
         return;
@@ -231,7 +228,7 @@ fn plan_write_back(
     p.draft.set(conditions::AUTOSCALING_ACTIVE, &plan.condition);
     if let Some(r) = plan.written_back {
         let (reason, note) = pool_outputs::written_back_note(r);
-        effects.push(PoolEffect::Event {
+        effects.push(Effect::Event {
             warning: false,
             reason,
             action: "Outputs",
@@ -240,7 +237,7 @@ fn plan_write_back(
     }
     if let Some(patch) = plan.machine_pool_patch {
         let name = mp.metadata.name.clone().unwrap_or_default();
-        effects.push(PoolEffect::PatchOwner { name, patch });
+        effects.push(Effect::PatchOwner { name, patch });
     }
 }
 
@@ -295,7 +292,7 @@ fn render_guarded(
     p: &mut OpenPass,
     built: Option<Built>,
     stored: &Stored,
-    effects: &mut Vec<PoolEffect>,
+    effects: &mut Vec<Effect>,
 ) -> Result<(Option<Rendered>, Option<ExportsGuard>), Error> {
     let Some(b) = built else {
         return Ok((None, None));
@@ -316,7 +313,7 @@ fn render_guarded(
         stored.attempt.as_ref(),
         stored.ever_applied,
     )?;
-    effects.extend(planned.writes.into_iter().map(PoolEffect::Guard));
+    effects.extend(planned.writes);
     let rendered = match planned.held {
         Some(h) => exports::render(&h),
         None => Ok(full),
@@ -343,7 +340,7 @@ pub async fn execute(
     plan: PoolPlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    effects::apply(ctx, obj, &capi::machine_pool_resource(), &plan.effects).await?;
+    effects::apply(ctx, obj, &plan.effects).await?;
     ending::close_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
 }
 

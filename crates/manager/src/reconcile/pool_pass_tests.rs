@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::adapters::OwnerDecision;
 use crate::adapters::pool::BootstrapSecret;
+use crate::capi;
 use crate::engine::decide::{Membership, Reason};
 use crate::engine::preamble::OwnerLookup;
 use crate::reconcile::job_start::StartRequest;
@@ -292,7 +293,7 @@ fn new_provider_ids_go_to_the_spec_before_anything_else() {
         &snapshot(Ok(pool_state(&ids, &hash)), Vec::new()),
     );
     match plan.effects.first() {
-        Some(PoolEffect::PatchSpec(patch)) => {
+        Some(Effect::PatchSpec(patch)) => {
             assert_eq!(patch["spec"]["providerIDList"], json!(ids), "{patch}");
         }
         other => panic!("the spec patch comes first: {other:?}"),
@@ -338,7 +339,7 @@ fn an_autoscaled_pool_writes_its_count_back_to_the_machine_pool() {
         &snapshot(Ok(pool_state(&ids, &hash)), Vec::new()),
     );
     let patch = plan.effects.iter().find_map(|e| match e {
-        PoolEffect::PatchOwner { name, patch } => Some((name.clone(), patch.clone())),
+        Effect::PatchOwner { name, patch } => Some((name.clone(), patch.clone())),
         _ => None,
     });
     let (name, patch) = patch.expect("the MachinePool is patched");
@@ -347,7 +348,7 @@ fn an_autoscaled_pool_writes_its_count_back_to_the_machine_pool() {
     assert!(
         plan.effects.iter().any(|e| matches!(
             e,
-            PoolEffect::Event { reason, .. } if *reason == events::REPLICAS_WRITTEN_BACK
+            Effect::Event { reason, .. } if *reason == events::REPLICAS_WRITTEN_BACK
         )),
         "{:?}",
         plan.effects

@@ -18,6 +18,7 @@ const LONG_FILES: &[&str] = &[];
 /// nor spawns one makes none, whatever types it imports.
 const PURE_FILES: &[&str] = &[
     "bookkeeping.rs",
+    "effect.rs",
     "inputs_applied.rs",
     "job_report.rs",
     "machine_outputs.rs",

@@ -7,6 +7,7 @@ use captf_api::names::finalizers;
 use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use kube::api::ApiResource;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -34,6 +35,9 @@ pub trait Workload:
     /// stays part of its readiness.
     const READY_READS_APPLY_ONCE_PROVISIONED: bool = false;
     fn workspace(&self) -> &WorkspaceSpec;
+    /// The Cluster API kind that owns objects of this kind (a Cluster, a
+    /// Machine, a MachinePool).
+    fn owner_resource() -> ApiResource;
     fn workspace_status(&self) -> Option<&WorkspaceStatus>;
     fn conditions(&self) -> &[Condition];
 
@@ -81,6 +85,9 @@ impl Workload for TerraformCluster {
     const KIND: WorkloadKind = WorkloadKind::Cluster;
     const FINALIZER: &'static str = finalizers::TERRAFORM_CLUSTER;
     const HOLDS_CLUSTER_WRITE_LEASE: bool = true;
+    fn owner_resource() -> ApiResource {
+        crate::capi::cluster_resource()
+    }
     fn workspace(&self) -> &WorkspaceSpec {
         &self.spec.workspace
     }
@@ -99,6 +106,9 @@ impl Workload for TerraformMachinePool {
     const KIND: WorkloadKind = WorkloadKind::MachinePool;
     const FINALIZER: &'static str = finalizers::TERRAFORM_MACHINE_POOL;
     const READY_READS_APPLY_ONCE_PROVISIONED: bool = true;
+    fn owner_resource() -> ApiResource {
+        crate::capi::machine_pool_resource()
+    }
     fn workspace(&self) -> &WorkspaceSpec {
         &self.spec.workspace
     }
@@ -124,6 +134,9 @@ impl Workload for TerraformMachine {
                 .unwrap_or(0)
                 .max(0) as u32,
         )
+    }
+    fn owner_resource() -> ApiResource {
+        crate::capi::machine_resource()
     }
     fn workspace(&self) -> &WorkspaceSpec {
         &self.spec.workspace

@@ -1,0 +1,80 @@
+//! The one vocabulary of the writes a pass plans: bookkeeping's, the
+//! outputs', the exports guard's and the cluster's alike. The plans return
+//! lists of [`Effect`]; `effects.rs` is their one executor, which makes
+//! them in the order listed.
+
+use captf_api::plan::TerraformPlan;
+use serde_json::Value;
+
+use crate::records::InputsRecord;
+
+/// A write a plan asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    // The object and its owner.
+    /// A merge patch of the object's own spec or metadata from its
+    /// outputs (a machine's provider ID, a pool's provider IDs, the
+    /// cluster's endpoint).
+    PatchSpec(Value),
+    /// A merge patch of the Cluster API owner named `name` (a pool's
+    /// MachinePool replicas, a machine's remediation annotations).
+    PatchOwner { name: String, patch: Value },
+    /// An annotation the pass used up (an approval, a restore request).
+    RemoveAnnotation(&'static str),
+    Event {
+        warning: bool,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+    },
+
+    // Records and state.
+    /// The attempt record of `job` becomes the applied record, with the
+    /// digest its pod ran (announced by the event the promotion earns).
+    PromoteRecord {
+        job: String,
+        inputs_hash: Option<String>,
+        image_id: Option<String>,
+    },
+    /// The state gets the object's owner reference and the inputs hash.
+    AdoptState { inputs_hash: Option<String> },
+    /// The attempt record as given (the exports guard's, with the exports
+    /// fields as they read now).
+    WriteAttemptRecord(Box<InputsRecord>),
+    /// The attempt record marks `job` as an apply whose outcome is unknown.
+    RecordUnconfirmed { job: String },
+    /// A restore succeeded after the newest apply: no apply of unknown
+    /// outcome is in force any more.
+    ClearUnconfirmed,
+
+    // A finished run's leftovers.
+    /// The run's inputs Secret goes (gone already is done).
+    DeleteRunSecret { job: String },
+    /// The run lease (and the Cluster write lease, for a kind that takes
+    /// it) goes, if `job` holds it.
+    ReleaseRunLease { job: String },
+    /// History pruning (gone already is done).
+    DeleteJob { name: String },
+
+    // TerraformPlans.
+    /// A TerraformPlan the inputs or the apply policy made moot.
+    SupersedePlan(Box<TerraformPlan>),
+
+    // Metrics, counted in order with the writes they go with.
+    /// `OutputsValid` turned False for this reason.
+    CountOutputsInvalid(&'static str),
+    /// A remediation request or withdrawal.
+    CountRemediation(&'static str),
+}
+
+impl Effect {
+    /// An event of the outputs stage.
+    pub fn outputs_event(warning: bool, reason: &'static str, note: String) -> Effect {
+        Effect::Event {
+            warning,
+            reason,
+            action: "Outputs",
+            note,
+        }
+    }
+}
