@@ -246,14 +246,11 @@ fn requested_set<K: Workload>(obj: &K, sets: &[BackupSet]) -> Option<String> {
 /// The serial of the last consumed restore: this pass's bookkeeping first,
 /// then the object as read live.
 fn last_restored<K: Workload>(draft: &Draft, live: &K) -> Option<u64> {
-    draft
-        .field_value("lastRestoredSerial")
-        .and_then(serde_json::Value::as_u64)
-        .or_else(|| {
-            live.workspace_status()
-                .and_then(|s| s.last_restored_serial)
-                .map(|s| s.max(0) as u64)
-        })
+    draft.stamps().last_restored_serial.or_else(|| {
+        live.workspace_status()
+            .and_then(|s| s.last_restored_serial)
+            .map(|s| s.max(0) as u64)
+    })
 }
 
 /// The backup a `captf.io/restore-state` annotation asks to restore, read

@@ -10,7 +10,7 @@ use captf_api::names::{annotations, conditions, events, reasons};
 
 use super::effect::Effect;
 use super::pass::Loaded;
-use super::status::{Draft, time};
+use super::status::Draft;
 use crate::engine::decide::Op;
 use crate::engine::history::{self, JobRecord, Outcome};
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue, FinishedRun};
@@ -265,7 +265,7 @@ fn book_job(
         }
         (Op::Drift, Outcome::Succeeded) => drift_checked(o, draft, policy, &mut evs),
         (Op::Refresh, Outcome::Succeeded) => {
-            draft.field("lastRefresh", o.record.finished.map(time));
+            draft.set_last_refresh(o.record.finished);
         }
         (Op::Restore, outcome) => {
             restore_bookkeeping(loaded, o, outcome, draft, effects, &mut evs);
@@ -360,7 +360,7 @@ fn drift_checked(
     evs: &mut Vec<PendingEvent>,
 ) {
     let job = &o.record.name;
-    draft.field("lastDriftCheck", o.record.finished.map(time));
+    draft.set_last_drift_check(o.record.finished);
     let detected = o
         .result
         .as_ref()
@@ -511,7 +511,7 @@ fn restore_bookkeeping(
         .annotation(job, annotations::RESTORE_SERIAL)
         .and_then(|s| s.parse::<u64>().ok());
     if let Some(serial) = serial {
-        draft.field("lastRestoredSerial", serial);
+        draft.set_last_restored_serial(serial);
     }
     let serial_text = serial.map_or_else(|| "?".to_owned(), |s| s.to_string());
     if outcome == Outcome::Succeeded {

@@ -325,7 +325,7 @@ fn a_restore_is_bookkept_by_its_outcome_and_its_age_against_the_applies() {
         let case = format!("{outcome:?} restore at {restore_at}, apply at {apply_at:?}");
         assert_eq!(
             draft.field_value("lastRestoredSerial"),
-            Some(&json!(4)),
+            Some(json!(4)),
             "{case}"
         );
         let adopted = plan.effects.iter().find_map(|e| match e {

@@ -338,8 +338,7 @@ fn plan_outputs(
         let v = pass_conditions::not_yet_healthy(p);
         p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
     }
-    p.draft
-        .field("initialization", json!({"provisioned": provisioned}));
+    p.draft.set_provisioned(provisioned);
     (provisioned, health_pending)
 }
 

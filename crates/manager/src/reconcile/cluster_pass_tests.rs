@@ -155,7 +155,7 @@ fn the_first_pass_applies_guarded_by_its_inputs() {
     let guard = req.guard.as_ref().expect("every cluster apply is guarded");
     assert_eq!(guard.inputs_hash, req.inputs_hash);
     assert!(plan.effects.is_empty(), "{:?}", plan.effects);
-    assert_eq!(draft.field_value("pendingPlanRef"), Some(&Value::Null));
+    assert_eq!(draft.field_value("pendingPlanRef"), Some(Value::Null));
 }
 
 #[test]
@@ -179,7 +179,7 @@ fn a_live_plan_of_older_inputs_is_superseded_in_the_same_pass() {
         plans::live_plan(&plans).is_none(),
         "the gate reads the list as it will be"
     );
-    assert_eq!(draft.field_value("pendingPlanRef"), Some(&Value::Null));
+    assert_eq!(draft.field_value("pendingPlanRef"), Some(Value::Null));
     assert_eq!(
         plan.decision.as_ref().unwrap().reason,
         Reason::InputsChanged
@@ -205,7 +205,7 @@ fn a_plan_of_the_current_inputs_stays_and_is_the_pending_plan() {
     );
     assert_eq!(
         draft.field_value("pendingPlanRef"),
-        Some(&json!({"name": "prod-0123456789"}))
+        Some(json!({"name": "prod-0123456789"}))
     );
 }
 
@@ -273,12 +273,9 @@ fn a_first_readable_state_provisions_the_cluster_and_publishes_its_outputs() {
     );
     assert_eq!(
         draft.field_value("initialization"),
-        Some(&json!({"provisioned": true}))
+        Some(json!({"provisioned": true}))
     );
-    assert_eq!(
-        draft.field_value("exports"),
-        Some(&json!({"subnet": "s-1"}))
-    );
+    assert_eq!(draft.field_value("exports"), Some(json!({"subnet": "s-1"})));
     assert!(draft.field_value("failureDomains").is_some());
     assert!(
         started(&plan).is_none_or(|r| r.op != Op::Apply),

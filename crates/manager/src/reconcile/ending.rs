@@ -13,21 +13,12 @@ use super::job_start::{StartConfig, StartOutcome, StartRequest, execute_start, p
 use super::open_pass::OpenPass;
 use super::pass;
 use super::pass_conditions::set_ready;
-use super::status::Draft;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::{ACTIVE_JOB_REQUEUE, Decision, Op, Reason};
 use crate::engine::history::last_success;
 use crate::engine::history::{JobRecord, Outcome};
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
-
-fn provisioned_in(draft: &Draft, obj_provisioned: bool) -> bool {
-    draft
-        .field_value("initialization")
-        .and_then(|v| v.get("provisioned"))
-        .and_then(Value::as_bool)
-        .unwrap_or(obj_provisioned)
-}
 
 /// How soon a pass that found the run lease held by a Job it did not list
 /// looks again.
@@ -71,7 +62,7 @@ pub async fn close<K: Workload>(
             None => pass::set_block_move(ctx, obj, &mut p.block_move, false).await?,
         }
     }
-    let provisioned = provisioned_in(&p.draft, obj.provisioned());
+    let provisioned = p.draft.stamps().provisioned.unwrap_or(obj.provisioned());
     set_ready::<K>(&mut p.draft, provisioned);
     super::status_patch::write_status(ctx, obj, &p.draft, &p.booked.marks).await?;
     export_gauges(ctx, obj, p);
@@ -100,11 +91,10 @@ fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &OpenPass) {
             successes.push((op.as_str().to_owned(), secs));
         }
     }
-    let unhealthy_samples = p
-        .draft
-        .field_value("unhealthySamples")
-        .and_then(|v| v.as_u64())
-        .or_else(|| obj.unhealthy_samples().map(u64::from));
+    let unhealthy_samples = match p.draft.stamps().unhealthy_samples {
+        Some(set) => Some(u64::from(set.unwrap_or(0))),
+        None => obj.unhealthy_samples().map(u64::from),
+    };
     ctx.metrics.object(
         K::KIND.kind(),
         &obj.namespace().unwrap_or_default(),

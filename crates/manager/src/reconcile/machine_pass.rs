@@ -19,7 +19,6 @@ use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
 
 use kube::runtime::controller::Action;
-use serde_json::json;
 
 use super::dependencies::MachineDependencies;
 use super::effect::Effect;
@@ -337,8 +336,7 @@ fn event(warning: bool, reason: &'static str, note: String) -> Effect {
 /// (only pools keep that v1beta1 flag): a field the schema lacks is pruned
 /// by the apiserver, so writing it would make every pass patch again.
 fn set_initialization(p: &mut OpenPass, provisioned: bool) {
-    p.draft
-        .field("initialization", json!({"provisioned": provisioned}));
+    p.draft.set_provisioned(provisioned);
 }
 
 /// A new health sample: a refresh or drift Job that succeeded since the
@@ -385,7 +383,8 @@ fn plan_health(
     });
     p.draft
         .set(conditions::INFRASTRUCTURE_HEALTHY, &sampled.condition);
-    p.draft.field("unhealthySamples", sampled.unhealthy_samples);
+    let samples = sampled.unhealthy_samples.map(|n| n.max(0) as u32);
+    p.draft.set_unhealthy_samples(samples);
     let Some(machine) = deps.machine.as_ref().filter(|_| !p.shared.paused) else {
         return;
     };

@@ -23,19 +23,28 @@ use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::records::{InputsRecord, RecordMeta};
 use crate::state::reader::{StateError, StateSummary};
 
-fn status_time<K: Workload>(obj: &K, draft: &Draft, key: &str) -> Option<SystemTime> {
-    if let Some(v) = draft.field_value(key) {
-        return serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>(
-            v.clone(),
-        )
-        .ok()
-        .map(|t| system_time(&t));
+/// Which of the two scheduled-check times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CheckTime {
+    LastRefresh,
+    LastDriftCheck,
+}
+
+/// A check's last time: as this pass's bookkeeping set it, else as the
+/// object holds it.
+fn status_time<K: Workload>(obj: &K, draft: &Draft, which: CheckTime) -> Option<SystemTime> {
+    let stamps = draft.stamps();
+    let set = match which {
+        CheckTime::LastRefresh => stamps.last_refresh,
+        CheckTime::LastDriftCheck => stamps.last_drift_check,
+    };
+    if let Some(t) = set {
+        return t;
     }
     let s = obj.workspace_status()?;
-    let t = match key {
-        "lastDriftCheck" => s.last_drift_check.as_ref(),
-        "lastRefresh" => s.last_refresh.as_ref(),
-        _ => None,
+    let t = match which {
+        CheckTime::LastRefresh => s.last_refresh.as_ref(),
+        CheckTime::LastDriftCheck => s.last_drift_check.as_ref(),
     };
     t.map(system_time)
 }
@@ -96,8 +105,8 @@ pub fn decide_op<K: Workload>(
     }
     let ever_applied = provisioned || last_success(&records, Op::Apply).is_some();
     let state = state_view(read, ever_applied, p.unconfirmed_apply.is_some());
-    let last_check = status_time(obj, &p.draft, "lastDriftCheck");
-    let last_refresh = status_time(obj, &p.draft, "lastRefresh");
+    let last_check = status_time(obj, &p.draft, CheckTime::LastDriftCheck);
+    let last_refresh = status_time(obj, &p.draft, CheckTime::LastRefresh);
     let last_apply_success = last_success(&records, Op::Apply);
     let input = DecideInput {
         now,
@@ -256,7 +265,7 @@ pub fn start_request<K: Workload>(
             let tick = if remediation {
                 format!(
                     "remediate/{}",
-                    rfc3339(status_time(obj, &p.draft, "lastDriftCheck"))
+                    rfc3339(status_time(obj, &p.draft, CheckTime::LastDriftCheck))
                 )
             } else {
                 String::new()
@@ -265,9 +274,9 @@ pub fn start_request<K: Workload>(
         }
         Op::Refresh | Op::Drift => {
             let key = if op == Op::Refresh {
-                "lastRefresh"
+                CheckTime::LastRefresh
             } else {
-                "lastDriftCheck"
+                CheckTime::LastDriftCheck
             };
             let tick = rfc3339(status_time(obj, &p.draft, key));
             refresh_inputs(p, current, described, state_hash, tick)?

@@ -16,7 +16,6 @@ use captf_contract::Role;
 use kube::ResourceExt;
 
 use kube::runtime::controller::Action;
-use serde_json::json;
 
 use super::dependencies::PoolDependencies;
 use super::effect::Effect;
@@ -207,8 +206,7 @@ fn plan_outputs(
         let v = pass_conditions::not_yet_healthy(p);
         p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
     }
-    p.draft
-        .field("initialization", json!({"provisioned": out.provisioned}));
+    p.draft.set_provisioned(out.provisioned);
     p.draft.field("ready", out.provisioned);
     out
 }

@@ -274,7 +274,7 @@ fn a_converged_pool_starts_no_apply_and_writes_nothing_but_its_status() {
         "{reason:?}"
     );
     assert!(started(&plan).is_none_or(|(op, _)| op != Op::Apply));
-    assert_eq!(draft.field_value("replicas"), Some(&json!(2)));
+    assert_eq!(draft.field_value("replicas"), Some(json!(2)));
     assert_eq!(
         reason_of(&draft, conditions::OUTPUTS_VALID).map(|r| r.starts_with("True/")),
         Some(true)

@@ -21,12 +21,68 @@ pub fn system_time(t: &Time) -> SystemTime {
     SystemTime::from(t.0)
 }
 
+/// A time as the status stores it: whole seconds. A value a pass sets is
+/// the one the next pass reads back from the object, so the run inputs a
+/// tick names come out the same from either.
+fn whole_seconds(t: SystemTime) -> SystemTime {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs)
+}
+
+/// The status fields the later stages of a pass read again, kept typed
+/// until the patch serializes them (nothing is parsed back out of JSON).
+/// `None`: this pass did not set it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stamps {
+    /// `initialization.provisioned`.
+    pub provisioned: Option<bool>,
+    /// `lastRefresh` (`Some(None)`: cleared).
+    pub last_refresh: Option<Option<SystemTime>>,
+    /// `lastDriftCheck` (`Some(None)`: cleared).
+    pub last_drift_check: Option<Option<SystemTime>>,
+    /// `lastRestoredSerial`.
+    pub last_restored_serial: Option<u64>,
+    /// A TerraformMachine's `unhealthySamples` (`Some(None)`: cleared).
+    pub unhealthy_samples: Option<Option<u32>>,
+}
+
+impl Stamps {
+    /// The fields as the patch writes them.
+    fn write(&self, status: &mut Map<String, Value>) {
+        let t =
+            |v: &Option<SystemTime>| serde_json::to_value(v.map(time)).expect("times serialize");
+        if let Some(p) = self.provisioned {
+            status.insert(
+                "initialization".into(),
+                serde_json::json!({"provisioned": p}),
+            );
+        }
+        if let Some(v) = &self.last_refresh {
+            status.insert("lastRefresh".into(), t(v));
+        }
+        if let Some(v) = &self.last_drift_check {
+            status.insert("lastDriftCheck".into(), t(v));
+        }
+        if let Some(s) = self.last_restored_serial {
+            status.insert("lastRestoredSerial".into(), s.into());
+        }
+        if let Some(n) = self.unhealthy_samples {
+            status.insert("unhealthySamples".into(), n.into());
+        }
+    }
+}
+
 /// The status a pass is building.
 #[derive(Debug, Clone)]
 pub struct Draft {
     conditions: BTreeMap<String, Condition>,
-    /// Top-level status fields to write (`Null` clears one).
+    /// Top-level status fields to write (`Null` clears one) that no later
+    /// stage reads.
     fields: Map<String, Value>,
+    /// The fields later stages read, typed.
+    stamps: Stamps,
     generation: i64,
     now: SystemTime,
 }
@@ -39,6 +95,7 @@ impl Draft {
                 .map(|c| (c.type_.clone(), c.clone()))
                 .collect(),
             fields: Map::new(),
+            stamps: Stamps::default(),
             generation,
             now,
         }
@@ -100,8 +157,36 @@ impl Draft {
         );
     }
 
-    pub fn field_value(&self, key: &str) -> Option<&Value> {
-        self.fields.get(key)
+    /// A field as the patch writes it (tests only: the pass reads the
+    /// typed [`Stamps`]).
+    #[cfg(test)]
+    pub fn field_value(&self, key: &str) -> Option<Value> {
+        self.patch()["status"].get(key).cloned()
+    }
+
+    /// The fields this pass set that later stages read.
+    pub fn stamps(&self) -> &Stamps {
+        &self.stamps
+    }
+
+    pub fn set_provisioned(&mut self, provisioned: bool) {
+        self.stamps.provisioned = Some(provisioned);
+    }
+
+    pub fn set_last_refresh(&mut self, t: Option<SystemTime>) {
+        self.stamps.last_refresh = Some(t.map(whole_seconds));
+    }
+
+    pub fn set_last_drift_check(&mut self, t: Option<SystemTime>) {
+        self.stamps.last_drift_check = Some(t.map(whole_seconds));
+    }
+
+    pub fn set_last_restored_serial(&mut self, serial: u64) {
+        self.stamps.last_restored_serial = Some(serial);
+    }
+
+    pub fn set_unhealthy_samples(&mut self, samples: Option<u32>) {
+        self.stamps.unhealthy_samples = Some(samples);
     }
 
     /// Whether the patch would leave `current` (the object's status as
@@ -120,6 +205,7 @@ impl Draft {
     /// The merge patch of the status subresource.
     pub fn patch(&self) -> Value {
         let mut status = self.fields.clone();
+        self.stamps.write(&mut status);
         status.insert(
             "conditions".into(),
             serde_json::to_value(self.conditions.values().collect::<Vec<_>>())
@@ -206,5 +292,40 @@ mod tests {
         assert!(p["status"]["lastRefresh"].is_null());
         assert_eq!(p["status"]["observedGeneration"], 7);
         assert_eq!(p["status"]["conditions"][0]["type"], "Ready");
+    }
+
+    #[test]
+    fn stamps_are_read_typed_and_written_as_the_object_stores_them() {
+        let mut d = Draft::new(&[], 1, SystemTime::UNIX_EPOCH);
+        let finished = SystemTime::UNIX_EPOCH + Duration::from_millis(90_750);
+        d.set_provisioned(true);
+        d.set_last_refresh(Some(finished));
+        d.set_last_drift_check(None);
+        d.set_last_restored_serial(4);
+        d.set_unhealthy_samples(None);
+        // The time the next pass reads back from the object: whole seconds.
+        let stored = SystemTime::UNIX_EPOCH + Duration::from_secs(90);
+        let want = Stamps {
+            provisioned: Some(true),
+            last_refresh: Some(Some(stored)),
+            last_drift_check: Some(None),
+            last_restored_serial: Some(4),
+            unhealthy_samples: Some(None),
+        };
+        assert_eq!(d.stamps(), &want);
+        let status = &d.patch()["status"];
+        assert_eq!(
+            status["initialization"],
+            serde_json::json!({"provisioned": true})
+        );
+        assert_eq!(status["lastRefresh"], "1970-01-01T00:01:30Z");
+        assert!(status["lastDriftCheck"].is_null());
+        assert_eq!(status["lastRestoredSerial"], 4);
+        assert!(status["unhealthySamples"].is_null());
+        // Fields the pass did not set stay out of the patch.
+        let untouched = Draft::new(&[], 1, SystemTime::UNIX_EPOCH).patch();
+        for key in ["initialization", "lastRefresh", "unhealthySamples"] {
+            assert!(untouched["status"].get(key).is_none(), "{key}");
+        }
     }
 }
