@@ -127,7 +127,8 @@ pub fn plan(
     plans_list: &mut [TerraformPlan],
     cx: &ClusterContext<'_>,
 ) -> ClusterPlan {
-    let mut effects = Vec::new();
+    // What the state and records ask for goes first, as when it was read.
+    let mut effects = snap.stored.effects.clone();
     let (provisioned, health_pending) =
         plan_outputs(obj, p, &snap.stored, cx.cluster, &mut effects);
     let current = plan_inputs(obj, p, cx.cluster, snap);

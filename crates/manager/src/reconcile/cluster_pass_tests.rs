@@ -67,6 +67,7 @@ fn snapshot(read: Result<StateSummary, StateError>, dependents: &[&str]) -> Clus
             read,
             applied: None,
             attempt: None,
+            effects: Vec::new(),
         },
         sources: Vec::new(),
         dependents: dependents.iter().map(|d| (*d).to_owned()).collect(),

@@ -65,6 +65,8 @@ pub enum Effect {
     CountOutputsInvalid(&'static str),
     /// A remediation request or withdrawal.
     CountRemediation(&'static str),
+    /// `StateReadable` turned False for this reason (`lost`, `corrupt`…).
+    CountStateReadFailed(&'static str),
 }
 
 impl Effect {

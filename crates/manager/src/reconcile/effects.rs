@@ -102,6 +102,9 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
         }
         Effect::CountOutputsInvalid(reason) => ctx.metrics.outputs_invalid(K::KIND.kind(), reason),
         Effect::CountRemediation(action) => ctx.metrics.remediation_request(action),
+        Effect::CountStateReadFailed(reason) => {
+            ctx.metrics.state_read_failed(K::KIND.kind(), reason)
+        }
     }
     Ok(false)
 }

@@ -125,7 +125,8 @@ pub fn plan(
     policy: &Policy,
     now: SystemTime,
 ) -> Result<MachinePlan, Error> {
-    let mut effects = Vec::new();
+    // What the state and records ask for goes first, as when it was read.
+    let mut effects = snap.stored.effects.clone();
     let read = &snap.stored.read;
     let outputs = plan_outputs(obj, p, deps, read, policy, &mut effects);
     let close = |effects, decision, requeue| MachinePlan {

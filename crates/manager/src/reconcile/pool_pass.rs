@@ -100,7 +100,8 @@ pub fn plan(
     snap: &PoolSnapshot,
     now: SystemTime,
 ) -> Result<PoolPlan, Error> {
-    let mut effects = Vec::new();
+    // What the state and records ask for goes first, as when it was read.
+    let mut effects = snap.stored.effects.clone();
     let read = &snap.stored.read;
     let outputs = plan_outputs(obj, p, read, &mut effects);
     plan_write_back(p, deps, outputs.observed_replicas, &mut effects);

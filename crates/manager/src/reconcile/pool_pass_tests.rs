@@ -113,6 +113,7 @@ fn snapshot(read: Result<StateSummary, StateError>, sources: VariableSources) ->
             read,
             applied: None,
             attempt: None,
+            effects: Vec::new(),
         },
         cluster_state: Some(Ok(cluster_state())),
         sources,

@@ -4,8 +4,8 @@
 use captf_api::names::{annotations, conditions, events, reasons};
 use kube::ResourceExt;
 
+use super::effect::Effect;
 use super::open_pass::{OpenPass, Records};
-use super::pass::{self};
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
@@ -54,6 +54,10 @@ pub struct Stored {
     pub applied: Option<InputsRecord>,
     pub attempt: Option<InputsRecord>,
     pub ever_applied: bool,
+    /// The writes what was read asks for (an operator's confirmation
+    /// consumed, a newly unreadable state reported): the kind's plan
+    /// lists them first.
+    pub effects: Vec<Effect>,
 }
 
 /// Reads the state and the records, and reports `StateReadable`.
@@ -82,9 +86,14 @@ pub async fn read_stored<K: Workload>(
     };
     let ever_applied = obj.provisioned() || applied.is_some();
     let mut unconfirmed = InputsRecord::unconfirmed_in_force(attempt.as_ref(), applied.as_ref());
+    let mut effects = Vec::new();
     if let Some(job) = &unconfirmed
-        && confirm_no_resources(ctx, obj, job).await?
+        && confirmed_no_resources(obj, job)
     {
+        // The record's mark goes before the annotation, so a crash between
+        // them leaves an annotation that names nothing recorded (ignored).
+        effects.push(Effect::ClearUnconfirmed);
+        effects.push(Effect::RemoveAnnotation(annotations::CONFIRM_NO_RESOURCES));
         if let Some(a) = attempt.as_mut() {
             a.meta.unconfirmed_apply = None;
         }
@@ -107,13 +116,14 @@ pub async fn read_stored<K: Workload>(
     super::backups::back_up_new_serial(ctx, obj, p, &read, &chunks).await?;
     drop(chunks);
     p.restore = super::backups::requested_restore(ctx, obj, p).await?;
-    report_unreadable(ctx, obj, &readable).await;
+    effects.extend(unreadable_report(obj, &readable));
     p.draft.set(conditions::STATE_READABLE, &readable);
     Ok(Stored {
         read,
         applied,
         attempt,
         ever_applied,
+        effects,
     })
 }
 
@@ -176,11 +186,12 @@ fn state_readable(read: &Result<StateSummary, StateError>, ever_applied: bool) -
 
 /// The metric and, for a lost state, the event of a `StateReadable=False`
 /// newly reported (a pass that repeats the same reason reports nothing).
-async fn report_unreadable<K: Workload>(ctx: &Context, obj: &K, readable: &ConditionValue) {
+fn unreadable_report<K: Workload>(obj: &K, readable: &ConditionValue) -> Vec<Effect> {
     let before = obj.condition(conditions::STATE_READABLE);
     let again = before.is_some_and(|c| c.status == "False" && c.reason == readable.reason);
+    let mut effects = Vec::new();
     if readable.status != ConditionStatus::False || again {
-        return;
+        return effects;
     }
     let reason = match readable.reason {
         reasons::STATE_INCONSISTENT => Some("inconsistent"),
@@ -190,16 +201,19 @@ async fn report_unreadable<K: Workload>(ctx: &Context, obj: &K, readable: &Condi
         reasons::STATE_LOCKED => Some("locked"),
         _ => None,
     };
-    if let Some(r) = reason {
-        ctx.metrics.state_read_failed(K::KIND.kind(), r);
-    }
+    effects.extend(reason.map(Effect::CountStateReadFailed));
     if matches!(
         readable.reason,
         reasons::STATE_LOST | reasons::APPLY_OUTCOME_UNKNOWN
     ) {
-        let note = readable.message.clone();
-        pass::event(ctx, obj, true, events::STATE_LOST, "Reconcile", note).await;
+        effects.push(Effect::Event {
+            warning: true,
+            reason: events::STATE_LOST,
+            action: "Reconcile",
+            note: readable.message.clone(),
+        });
     }
+    effects
 }
 
 /// How the object's state lock reads now (see `io::locks`).
@@ -235,18 +249,12 @@ pub(super) fn locked_by_other<K: Workload>(
     ))
 }
 
-/// `captf.io/confirm-no-resources` naming the apply whose outcome is unknown:
-/// the operator checked that it created nothing. The record's mark and the
-/// annotation are removed (in that order, so a crash between them leaves an
-/// annotation that names nothing recorded, which is ignored). Any other
-/// value is ignored and logged.
-async fn confirm_no_resources<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    job: &str,
-) -> Result<bool, Error> {
+/// Whether `captf.io/confirm-no-resources` names the apply whose outcome
+/// is unknown (`job`): the operator checked that it created nothing. Any
+/// other value is ignored and logged.
+fn confirmed_no_resources<K: Workload>(obj: &K, job: &str) -> bool {
     let Some(named) = obj.annotations().get(annotations::CONFIRM_NO_RESOURCES) else {
-        return Ok(false);
+        return false;
     };
     let name = obj.name_any();
     if named != job {
@@ -256,31 +264,20 @@ async fn confirm_no_resources<K: Workload>(
             recorded = job,
             "confirm-no-resources names another Job; ignored"
         );
-        return Ok(false);
+        return false;
     }
-    let ns = obj.namespace().unwrap_or_default();
-    let record = attempt_record_name(K::KIND, &name);
-    crate::io::records::set_unconfirmed(&ctx.client, &ns, &record, None).await?;
-    let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &ns);
-    let patch =
-        serde_json::json!({"metadata": {"annotations": {annotations::CONFIRM_NO_RESOURCES: null}}});
-    api.patch(
-        &name,
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&patch),
-    )
-    .await?;
     tracing::info!(
         name,
         job,
         "the operator confirmed that the unknown apply created nothing"
     );
-    Ok(true)
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use captf_api::TerraformMachinePool;
 
     #[test]
     fn state_readable_holds_an_unknown_apply_only_while_no_state_records_anything() {
@@ -324,5 +321,68 @@ mod tests {
         let held = readable_condition(&missing, false, Some("apply-1"));
         assert!(held.message.contains("apply-1"), "{}", held.message);
         assert!(held.message.contains(annotations::CONFIRM_NO_RESOURCES));
+    }
+
+    fn pool(
+        annotations: serde_json::Value,
+        readable: Option<(&str, &str)>,
+    ) -> TerraformMachinePool {
+        let conditions: Vec<serde_json::Value> = readable
+            .into_iter()
+            .map(|(status, reason)| {
+                serde_json::json!({"type": "StateReadable", "status": status,
+                "reason": reason, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+            "metadata": {"name": "pool-a", "namespace": "ns", "uid": "u", "annotations": annotations},
+            "spec": {"source": {"image": "m:1"}},
+            "status": {"conditions": conditions},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_newly_unreadable_state_is_counted_and_a_lost_one_announced_once() {
+        let lost = state_readable(&Err(StateError::NotFound), true);
+        let corrupt = state_readable(&Err(StateError::Corrupt("bad".into())), true);
+        let read = ConditionValue {
+            status: ConditionStatus::True,
+            reason: reasons::STATE_READ,
+            message: String::new(),
+        };
+        let event = |e: &Effect| matches!(e, Effect::Event { reason, warning: true, .. } if *reason == events::STATE_LOST);
+        let fresh = pool(serde_json::json!({}), None);
+        let report = unreadable_report(&fresh, &lost);
+        assert_eq!(report[0], Effect::CountStateReadFailed("lost"));
+        assert!(report.len() == 2 && event(&report[1]), "{report:?}");
+        assert_eq!(
+            unreadable_report(&fresh, &corrupt),
+            vec![Effect::CountStateReadFailed("corrupt")]
+        );
+        assert!(unreadable_report(&fresh, &read).is_empty());
+        // The same reason as the object already shows: nothing again.
+        let shown = pool(serde_json::json!({}), Some(("False", reasons::STATE_LOST)));
+        assert!(unreadable_report(&shown, &lost).is_empty());
+        assert_eq!(unreadable_report(&shown, &corrupt).len(), 1);
+    }
+
+    #[test]
+    fn only_a_confirmation_naming_the_unknown_apply_counts() {
+        let key = annotations::CONFIRM_NO_RESOURCES;
+        let cases = [
+            (serde_json::json!({key: "apply-1"}), true),
+            (serde_json::json!({key: "apply-0"}), false),
+            (serde_json::json!({}), false),
+        ];
+        for (annotations, want) in cases {
+            let obj = pool(annotations.clone(), None);
+            assert_eq!(
+                confirmed_no_resources(&obj, "apply-1"),
+                want,
+                "{annotations}"
+            );
+        }
     }
 }
