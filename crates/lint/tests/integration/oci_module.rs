@@ -95,6 +95,17 @@ fn the_whole_module_passes_its_tofu_test_suite() {
     ws.init();
     // The suite as written today, so that emptying a file shows.
     let log = oci_support::run_whole_suite(&ws, 37);
+    // The zones rule: applied over the cluster's zones A and B, the pool
+    // keeps them once the cluster's are B and C.
+    assert!(
+        log.runs
+            .iter()
+            .any(|(f, r, status)| f == "tests/zones.tftest.hcl"
+                && r == "the_pool_keeps_a_and_b_when_the_clusters_zones_become_b_and_c"
+                && status == "pass"),
+        "{:?}",
+        log.runs
+    );
 
     check_lifecycle_plans(&log.plans);
     // No plan of the suite destroys a resource before its replacement exists.
