@@ -27,8 +27,8 @@ capi_dir=$cache/cluster-api-v$CLUSTER_API_VERSION
 kustomize_dir=$cache/kustomize-v$KUSTOMIZE_VERSION
 cert_manager_dir=$cache/cert-manager-v$CERT_MANAGER_VERSION
 mdbook_dir=$cache/mdbook-v$MDBOOK_VERSION
-# The OCI provider the module tests validate against: the newest release
-# buildable here (the module itself pins the reference's 9.8.0). Installed
+# The OCI provider the module tests validate against, and the build the
+# module images ship (the OCI modules accept >= 8.28.0, < 10.0.0). Installed
 # from a build outside the repository, which the Go module proxy cannot serve.
 OCI_PROVIDER_VERSION=8.28.0
 # Its default is the workplace's shared folder beside this checkout; a clone

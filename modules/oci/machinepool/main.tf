@@ -27,6 +27,7 @@ module "logic" {
   scale_out_cpu_percent    = var.autoscaling_scale_out_cpu_percent
   failure_domains          = var.failure_domains
   cluster_failure_domains  = var.cluster_failure_domains
+  kept_cluster_zones       = terraform_data.cluster_zones_at_first_apply.input
   bootstrap_data           = var.bootstrap_data
   bootstrap_format         = var.bootstrap_format
   node_labels              = var.node_labels
@@ -126,6 +127,18 @@ resource "oci_core_instance_configuration" "pool_instance_configuration" {
       condition     = length(module.logic.violations) == 0
       error_message = "The OCI machine pool refuses these inputs: ${join("; ", module.logic.violations)}."
     }
+  }
+}
+
+# The cluster's zones (name => placement) as they were at the pool's first
+# apply. A pool that names no failure domains of its own keeps spreading over
+# these, so a later change of the cluster's zones never moves its
+# instances; ignore_changes keeps the first record.
+resource "terraform_data" "cluster_zones_at_first_apply" {
+  input = module.logic.current_cluster_zones
+
+  lifecycle {
+    ignore_changes = [input]
   }
 }
 

@@ -3,8 +3,11 @@ terraform {
 
   required_providers {
     oci = {
-      source  = "oracle/oci"
-      version = "9.8.0"
+      source = "oracle/oci"
+      # 8.28.0 is the build the module images ship; 9.x is the reference's
+      # line. Every resource and argument used here exists in both, so both
+      # are accepted, and the next major, which may rename them, is not.
+      version = ">= 8.28.0, < 10.0.0"
     }
   }
 }

@@ -170,7 +170,7 @@ fn linter_and_tofu_agree_on_what_is_malformed() {
 
 #[test]
 fn linter_and_tofu_agree_on_the_oci_module() {
-    // Validated by its provider, with the pin rewritten to the build at hand
+    // Validated by its provider, the build at hand from the mirror
     // (oci_support); linted as it is in the repository.
     let ws = oci_support::Workspace::new();
     ws.init();

@@ -1,12 +1,14 @@
 //! The linter's integration tests, one binary: fixtures, loading, images,
 //! the reference modules, the differential test against OpenTofu and the
-//! OCI module against the real provider.
+//! OCI modules (cluster, machine, machine pool) against the real provider.
 
 mod built_images;
 mod differential;
 mod fixtures;
 mod image;
 mod loading;
+mod oci_cluster_module;
+mod oci_machine_module;
 mod oci_module;
 mod oci_support;
 mod reference_modules;

@@ -213,6 +213,12 @@ run "failure_domains_become_one_placement_per_availability_domain" {
     ])
     error_message = "AD-1 spread over its fault domains, AD-2 on the two named ones"
   }
+  assert {
+    # Unset in the configuration; the mock reports an unset computed list
+    # as [] above.
+    condition     = module.logic.placements[0].fault_domains == null
+    error_message = "a whole availability domain leaves fault_domains unset"
+  }
 }
 
 run "without_pool_domains_the_cluster_ones_then_every_exported_one" {

@@ -1,22 +1,24 @@
-//! The OCI machine-pool module in a scratch copy that the real `oracle/oci`
-//! provider can load: the provider pin rewritten to the build in the asset
-//! cache's filesystem mirror, and `tofu init` allowed to install from that
-//! mirror only (no registry, no network).
-//!
-//! The module pins 9.8.0, the reference's version; the newest release that
-//! could be built here is 8.28.0 (`hack/test-assets.sh`), so every test that
-//! runs the provider rewrites the pin in its copy, and only there.
+//! The OCI modules in a scratch copy that the real `oracle/oci` provider can
+//! load: `tofu init` allowed to install from the asset cache's filesystem
+//! mirror only (no registry, no network). The modules' pin accepts the
+//! mirrored build (8.28.0, `hack/test-assets.sh`), the one the module images
+//! ship, so the copies are the modules as they are.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The provider version the module pins (and that the copies replace).
-pub const MODULE_PIN: &str = "9.8.0";
+/// The provider constraint every OCI module declares.
+pub const PROVIDER_PIN: &str = ">= 8.28.0, < 10.0.0";
+
+/// `modules/oci`: one folder per role.
+pub fn oci_modules() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../modules/oci")
+}
 
 pub fn module_source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../modules/oci/machinepool")
+    oci_modules().join("machinepool")
 }
 
 pub fn tofu_binary() -> PathBuf {
@@ -58,25 +60,7 @@ pub fn copy_module(from: &Path, to: &Path) {
     }
 }
 
-/// Rewrites `version = "9.8.0"` in the copy's `versions.tf`; fails when the
-/// module pins anything else, so a new pin is a decision, not a drift.
-pub fn pin_provider(module: &Path, version: &str) {
-    let path = module.join("versions.tf");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let pin = format!("version = \"{MODULE_PIN}\"");
-    assert_eq!(
-        text.matches(&pin).count(),
-        1,
-        "modules/oci/machinepool/versions.tf must pin oracle/oci {MODULE_PIN} once:\n{text}"
-    );
-    std::fs::write(
-        &path,
-        text.replace(&pin, &format!("version = \"{version}\"")),
-    )
-    .unwrap();
-}
-
-/// A pinned copy of the module with its own CLI configuration and home.
+/// A copy of a module with its own CLI configuration and home.
 pub struct Workspace {
     pub dir: PathBuf,
     pub provider_version: String,
@@ -86,19 +70,30 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// A copy of the module, pinned to the mirrored provider (not initialised).
+    /// A copy of the machine-pool module (not initialised).
     pub fn new() -> Workspace {
-        Workspace::of(&module_source())
+        Workspace::role("machinepool")
     }
 
-    /// The same for another module tree (a deliberately broken copy).
+    /// A copy of every OCI module, working in `role`'s, so tests that run a
+    /// sibling module (the machine's run of `../cluster`) find it.
+    pub fn role(role: &str) -> Workspace {
+        Workspace::copied(&oci_modules(), "oci", role)
+    }
+
+    /// A copy of another module tree alone (a deliberately broken copy).
     pub fn of(module: &Path) -> Workspace {
+        let name = module.file_name().unwrap().to_string_lossy().into_owned();
+        Workspace::copied(module, &name, "")
+    }
+
+    /// Copies `tree` to `<tmp>/<into>` and works in its `workdir`.
+    fn copied(tree: &Path, into: &str, workdir: &str) -> Workspace {
         let mirror = captf_testenv::assets::oci_provider_mirror();
         let provider_version = mirrored_version(&mirror);
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("machinepool");
-        copy_module(module, &dir);
-        pin_provider(&dir, &provider_version);
+        copy_module(tree, &tmp.path().join(into));
+        let dir = tmp.path().join(into).join(workdir);
         // The mirror and nothing else: no `direct`, so a provider missing
         // from it fails init instead of reaching for a registry.
         let cli_config = tmp.path().join("mirror-only.tfrc");
@@ -343,6 +338,25 @@ fn sensitive_paths(
     }
 }
 
+/// The type OpenTofu stores beside a dynamic value, read off the JSON (a
+/// null attribute is taken for a string, the only nullable leaf the
+/// modules record).
+fn cty_type(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::{Value, json};
+    match v {
+        Value::String(_) | Value::Null => json!("string"),
+        Value::Number(_) => json!("number"),
+        Value::Bool(_) => json!("bool"),
+        Value::Array(items) => json!(["tuple", items.iter().map(cty_type).collect::<Vec<_>>()]),
+        Value::Object(m) => json!([
+            "object",
+            m.iter()
+                .map(|(k, v)| (k.clone(), cty_type(v)))
+                .collect::<serde_json::Map<_, _>>()
+        ]),
+    }
+}
+
 fn state_after(create: &serde_json::Value) -> serde_json::Value {
     use serde_json::json;
     let planned = create["planned_values"]["root_module"]["resources"]
@@ -358,13 +372,17 @@ fn state_after(create: &serde_json::Value) -> serde_json::Value {
             // Dynamic values are stored with their type.
             "terraform_data" => {
                 let v = values["input"].clone();
-                for k in ["input", "output", "triggers_replace"] {
-                    values[k] = if v.is_null() {
+                let trigger = values["triggers_replace"].clone();
+                let typed = |v: &serde_json::Value| {
+                    if v.is_null() {
                         v.clone()
                     } else {
-                        json!({ "value": v, "type": "string" })
-                    };
-                }
+                        json!({ "value": v, "type": cty_type(v) })
+                    }
+                };
+                values["input"] = typed(&v);
+                values["output"] = typed(&v);
+                values["triggers_replace"] = typed(&trigger);
             }
             "oci_core_instance_pool" => {
                 values["instance_configuration_id"] =
@@ -413,4 +431,127 @@ fn state_after(create: &serde_json::Value) -> serde_json::Value {
         "outputs": {},
         "resources": resources,
     })
+}
+
+/// What `tofu test -json -verbose` reported.
+pub struct TestLog {
+    /// (file, run, status), in the order reported.
+    pub runs: Vec<(String, String, String)>,
+    /// (file, run) → the plan of a `command = plan` run.
+    pub plans: std::collections::BTreeMap<(String, String), serde_json::Value>,
+    /// Errors and warnings, with the run they belong to.
+    pub diagnostics: Vec<String>,
+    pub summary: serde_json::Value,
+}
+
+pub fn read_test_log(stdout: &str) -> TestLog {
+    let mut log = TestLog {
+        runs: Vec::new(),
+        plans: std::collections::BTreeMap::new(),
+        diagnostics: Vec::new(),
+        summary: serde_json::Value::Null,
+    };
+    for line in stdout.lines().filter(|l| l.starts_with('{')) {
+        let msg: serde_json::Value = serde_json::from_str(line).unwrap();
+        let at = |key: &str| msg[key].as_str().unwrap_or_default().to_owned();
+        match msg["type"].as_str() {
+            Some("test_run") => log.runs.push((
+                msg["test_run"]["path"].as_str().unwrap().to_owned(),
+                msg["test_run"]["run"].as_str().unwrap().to_owned(),
+                msg["test_run"]["status"].as_str().unwrap().to_owned(),
+            )),
+            Some("test_plan") => {
+                let key = (at("@testfile"), at("@testrun"));
+                log.plans.insert(key, msg["test_plan"].clone());
+            }
+            Some("diagnostic") => log.diagnostics.push(format!(
+                "{}/{}: {}: {}",
+                at("@testfile"),
+                at("@testrun"),
+                msg["diagnostic"]["summary"].as_str().unwrap_or_default(),
+                msg["diagnostic"]["detail"].as_str().unwrap_or_default(),
+            )),
+            Some("test_summary") => log.summary = msg["test_summary"].clone(),
+            _ => {}
+        }
+    }
+    log
+}
+
+/// `run "<name>" {` blocks in the module's test files, so a run that is
+/// dropped or skipped fails the count.
+pub fn declared_runs(tests: &Path) -> Vec<(String, String)> {
+    let mut runs = Vec::new();
+    for entry in std::fs::read_dir(tests).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.ends_with(".tftest.hcl") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            if let Some(rest) = line.strip_prefix("run \"") {
+                let run = rest.split('"').next().unwrap().to_owned();
+                runs.push((format!("tests/{name}"), run));
+            }
+        }
+    }
+    runs.sort();
+    runs
+}
+
+/// Runs the module's whole `tofu test` suite (`-json -verbose`) and checks
+/// that it passed run by run: every run declared in `tests/` reported as
+/// passing, none skipped, and at least `at_least` of them, so that emptying
+/// a file shows. Returns the log for checks of the plans.
+pub fn run_whole_suite(ws: &Workspace, at_least: usize) -> TestLog {
+    let out = ws.tofu(&["test", "-json", "-verbose", "-no-color"], &[]);
+    let log = read_test_log(&String::from_utf8_lossy(&out.stdout));
+    let failed: Vec<_> = log.runs.iter().filter(|r| r.2 != "pass").collect();
+    assert!(
+        out.status.success() && failed.is_empty(),
+        "{}; runs not passing: {failed:?}\n{}\n{}",
+        out.status,
+        log.diagnostics.join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut reported: Vec<(String, String)> = log
+        .runs
+        .iter()
+        .map(|(file, run, _)| (file.clone(), run.clone()))
+        .collect();
+    reported.sort();
+    let declared = declared_runs(&ws.path("tests"));
+    assert!(
+        declared.len() >= at_least,
+        "{} runs: {declared:?}",
+        declared.len()
+    );
+    assert_eq!(reported, declared, "every declared run must be reported");
+    assert_eq!(log.summary["status"], "pass", "{}", log.summary);
+    assert_eq!(log.summary["skipped"], 0, "{}", log.summary);
+    assert_eq!(log.summary["passed"], declared.len(), "{}", log.summary);
+    log
+}
+
+/// `tfcapi-lint module <dir> --role <role> --strict`, which must pass with
+/// no allowed warning.
+pub fn lint_strict(dir: &Path, role: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tfcapi-lint"))
+        .args(["module", "--role", role, "--strict"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}: {}\n{stdout}{}",
+        dir.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("0 error(s), 0 warning(s)"),
+        "{}: {stdout}",
+        dir.display()
+    );
 }

@@ -51,30 +51,56 @@ locals {
 # ---------------------------------------------------------------------------
 
 locals {
+  # The cluster's zones as it reports them now: its failure_domains output,
+  # else every exported name; each with its placement (a name the exports
+  # do not place is left out here and refused below if it is ever used).
+  current_cluster_zone_names = length(var.cluster_failure_domains) > 0 ? var.cluster_failure_domains : local.exported_failure_domain_names
+  current_cluster_zones = {
+    for name in distinct(local.current_cluster_zone_names) : name => local.exported_failure_domains[name]
+    if contains(local.exported_failure_domain_names, name)
+  }
+  # A pool without failure domains of its own keeps the cluster's zones as
+  # they were at its first apply (recorded by the parent), so a later change
+  # of the cluster's zones never moves its instances.
+  kept_cluster_zones = var.kept_cluster_zones == null ? null : {
+    for name, fd in var.kept_cluster_zones : name => {
+      availability_domain = try(fd.availability_domain, null)
+      fault_domain        = try(fd.fault_domain, "") == "" ? null : fd.fault_domain
+    }
+  }
+  own_failure_domains = length(var.failure_domains) > 0
+  # name => placement the requested names are resolved against.
+  placement_domains = (
+    local.own_failure_domains || local.kept_cluster_zones == null
+    ? local.exported_failure_domains
+    : local.kept_cluster_zones
+  )
   requested_failure_domains = (
-    length(var.failure_domains) > 0 ? var.failure_domains :
-    length(var.cluster_failure_domains) > 0 ? var.cluster_failure_domains :
-    local.exported_failure_domain_names
+    local.own_failure_domains ? var.failure_domains :
+    local.kept_cluster_zones != null ? keys(local.kept_cluster_zones) :
+    local.current_cluster_zone_names
   )
   selected_failure_domains = sort(distinct(local.requested_failure_domains))
   unknown_failure_domains = [
     for name in local.selected_failure_domains : name
-    if !contains(local.exported_failure_domain_names, name) || try(local.exported_failure_domains[name].availability_domain, null) == null
+    if !contains(keys(local.placement_domains), name) || try(local.placement_domains[name].availability_domain, null) == null
   ]
   placed_failure_domains = [
-    for name in local.selected_failure_domains : local.exported_failure_domains[name]
+    for name in local.selected_failure_domains : local.placement_domains[name]
     if !contains(local.unknown_failure_domains, name)
   ]
   placement_ads = sort(distinct([for fd in local.placed_failure_domains : fd.availability_domain]))
 
   # One placement per availability domain. A domain that names no fault
-  # domain lets OCI spread over all of them in that availability domain.
+  # domain lets OCI spread over all of them in that availability domain:
+  # fault_domains is then left unset, the provider's own default, rather
+  # than an empty list.
   placements = [
     for ad in local.placement_ads : {
       availability_domain = ad
       fault_domains = (
         anytrue([for fd in local.placed_failure_domains : fd.availability_domain == ad && fd.fault_domain == null])
-        ? tolist([])
+        ? null
         : sort(distinct([for fd in local.placed_failure_domains : fd.fault_domain if fd.availability_domain == ad]))
       )
     }
@@ -83,9 +109,10 @@ locals {
   # Where an instance landed, back to a failure-domain name: an exact
   # "<AD>/<FD>" match first, else a name for the whole availability domain.
   # Several names for one location resolve to the first in sort order.
+  location_domains = merge(local.exported_failure_domains, local.kept_cluster_zones == null ? {} : local.kept_cluster_zones)
   failure_domain_by_location = merge(
-    { for name, fd in local.exported_failure_domains : fd.availability_domain => name... if fd.availability_domain != null && fd.fault_domain == null },
-    { for name, fd in local.exported_failure_domains : "${fd.availability_domain}/${fd.fault_domain}" => name... if fd.availability_domain != null && fd.fault_domain != null },
+    { for name, fd in local.location_domains : fd.availability_domain => name... if fd.availability_domain != null && fd.fault_domain == null },
+    { for name, fd in local.location_domains : "${fd.availability_domain}/${fd.fault_domain}" => name... if fd.availability_domain != null && fd.fault_domain != null },
   )
 }
 

@@ -46,13 +46,18 @@ output "defined_tags" {
 }
 
 output "placements" {
-  description = "One placement per availability domain, with its fault domains ([] lets OCI spread)."
+  description = "One placement per availability domain, with its fault domains (null lets OCI spread)."
   value       = local.placements
 }
 
 output "failure_domains" {
   description = "The failure domains the pool spreads over, sorted."
   value       = local.selected_failure_domains
+}
+
+output "current_cluster_zones" {
+  description = "The cluster's zones as it reports them now, name => placement: what the parent records at the first apply."
+  value       = local.current_cluster_zones
 }
 
 output "unknown_failure_domains" {

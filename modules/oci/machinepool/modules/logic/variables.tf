@@ -56,6 +56,12 @@ variable "cluster_failure_domains" {
   type        = list(string)
 }
 
+variable "kept_cluster_zones" {
+  description = "The cluster's zones (name => {availability_domain, fault_domain}) recorded at the pool's first apply; null before it."
+  type        = any
+  default     = null
+}
+
 variable "bootstrap_data" {
   description = "Base64 of the bootstrap payload."
   type        = string

@@ -64,7 +64,7 @@ run "without_requested_domains_the_pool_spreads_over_every_exported_one" {
   }
   assert {
     condition = output.placements == [
-      { availability_domain = "Uocm:IAD-AD-1", fault_domains = tolist([]) },
+      { availability_domain = "Uocm:IAD-AD-1", fault_domains = null },
       { availability_domain = "Uocm:IAD-AD-2", fault_domains = tolist(["FAULT-DOMAIN-1", "FAULT-DOMAIN-2"]) },
       { availability_domain = "Uocm:IAD-AD-3", fault_domains = tolist(["FAULT-DOMAIN-1"]) },
     ]
@@ -79,6 +79,52 @@ run "cluster_failure_domains_come_before_the_exported_list" {
   }
   assert {
     condition     = output.failure_domains == tolist(["ad1", "ad3-fd1"])
+    error_message = "got ${jsonencode(output.failure_domains)}"
+  }
+}
+
+run "the_cluster_zones_to_record_are_its_failure_domains_with_their_placement" {
+  command = plan
+  variables {
+    cluster_failure_domains = ["ad3-fd1", "ad1", "zone-x"]
+  }
+  assert {
+    condition = output.current_cluster_zones == {
+      ad1     = { availability_domain = "Uocm:IAD-AD-1", fault_domain = null }
+      ad3-fd1 = { availability_domain = "Uocm:IAD-AD-3", fault_domain = "FAULT-DOMAIN-1" }
+    }
+    error_message = "got ${jsonencode(output.current_cluster_zones)}"
+  }
+}
+
+run "kept_zones_outlive_the_clusters_current_ones" {
+  command = plan
+  variables {
+    # Recorded at the first apply; ad9 is no longer exported at all.
+    kept_cluster_zones      = { ad1 = { availability_domain = "Uocm:IAD-AD-1" }, ad9 = { availability_domain = "Uocm:IAD-AD-9", fault_domain = "FAULT-DOMAIN-2" } }
+    cluster_failure_domains = ["ad2-fd1"]
+  }
+  assert {
+    condition     = output.failure_domains == tolist(["ad1", "ad9"]) && length(output.violations) == 0
+    error_message = "got ${jsonencode(output.failure_domains)} ${jsonencode(output.violations)}"
+  }
+  assert {
+    condition = output.placements == [
+      { availability_domain = "Uocm:IAD-AD-1", fault_domains = null },
+      { availability_domain = "Uocm:IAD-AD-9", fault_domains = tolist(["FAULT-DOMAIN-2"]) },
+    ]
+    error_message = "got ${jsonencode(output.placements)}"
+  }
+}
+
+run "own_failure_domains_ignore_the_kept_zones" {
+  command = plan
+  variables {
+    kept_cluster_zones = { ad1 = { availability_domain = "Uocm:IAD-AD-1" } }
+    failure_domains    = ["ad2-fd2"]
+  }
+  assert {
+    condition     = output.failure_domains == tolist(["ad2-fd2"])
     error_message = "got ${jsonencode(output.failure_domains)}"
   }
 }
@@ -133,7 +179,7 @@ run "external_cluster_exports_stand_in_for_an_externally_managed_cluster" {
     error_message = "got ${jsonencode(output.violations)}"
   }
   assert {
-    condition     = output.placements == [{ availability_domain = "X:FRA-AD-1", fault_domains = tolist([]) }]
+    condition     = output.placements == [{ availability_domain = "X:FRA-AD-1", fault_domains = null }]
     error_message = "an empty fault domain means the whole availability domain: ${jsonencode(output.placements)}"
   }
   assert {
