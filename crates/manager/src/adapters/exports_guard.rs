@@ -113,7 +113,7 @@ pub enum Unholdable {
 
 /// What the guard makes of the current inputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum GuardVerdict {
     /// The exports are as applied (or this is the first apply): render the
     /// current inputs, apply unguarded.
     Unguarded,
@@ -145,35 +145,35 @@ pub struct GuardInput<'a> {
 }
 
 /// Applies the guard's rules in order.
-pub fn verdict(i: &GuardInput<'_>) -> Verdict {
+pub fn verdict(i: &GuardInput<'_>) -> GuardVerdict {
     // A deleting pool applies nothing; its destroy is never gated.
     if i.deleting || *i.applied == AppliedExports::Never {
-        return Verdict::Unguarded;
+        return GuardVerdict::Unguarded;
     }
     if i.applied.hash() == Some(i.current_exports_hash) {
-        return Verdict::Unguarded;
+        return GuardVerdict::Unguarded;
     }
     if i.approval == Some(i.approval_hash) {
-        return Verdict::Guarded { approved: true };
+        return GuardVerdict::Guarded { approved: true };
     }
     let Some(job) = i.blocked_by else {
-        return Verdict::Guarded { approved: false };
+        return GuardVerdict::Guarded { approved: false };
     };
     let job = job.to_owned();
     match (i.applied, i.partial) {
-        (_, true) => Verdict::Waiting {
+        (_, true) => GuardVerdict::Waiting {
             job,
             why: Unholdable::Partial,
         },
-        (AppliedExports::Recorded { value, .. }, false) => Verdict::Held {
+        (AppliedExports::Recorded { value, .. }, false) => GuardVerdict::Held {
             job,
             exports: value.clone(),
         },
-        (AppliedExports::HashOnly { .. }, false) => Verdict::Waiting {
+        (AppliedExports::HashOnly { .. }, false) => GuardVerdict::Waiting {
             job,
             why: Unholdable::Unrecorded,
         },
-        _ => Verdict::Waiting {
+        _ => GuardVerdict::Waiting {
             job,
             why: Unholdable::Unknown,
         },
@@ -194,14 +194,19 @@ pub fn failed_part_way(outcome: Outcome, failed_step: Option<&str>, has_result: 
 
 /// The `ApplyJobSucceeded=False/DestructivePlanBlocked` message of a
 /// waiting change: what stopped, and the command that approves it.
-pub fn blocked_message(pool: &str, namespace: &str, v: &Verdict, approval_hash: &str) -> String {
+pub fn blocked_message(
+    pool: &str,
+    namespace: &str,
+    v: &GuardVerdict,
+    approval_hash: &str,
+) -> String {
     let (job, tail) = match v {
-        Verdict::Held { job, .. } => (
+        GuardVerdict::Held { job, .. } => (
             job,
             "meanwhile the pool keeps the exports it last applied (bootstrap rotations still apply)"
                 .to_owned(),
         ),
-        Verdict::Waiting { job, why } => (
+        GuardVerdict::Waiting { job, why } => (
             job,
             match why {
                 Unholdable::Partial => "an earlier exports change failed part-way, so nothing is held: every apply waits for its own approval".to_owned(),
@@ -380,17 +385,17 @@ mod tests {
         let e1 = recorded("E1");
         let e2 = recorded("E2");
         let hash_only = AppliedExports::HashOnly { hash: "E1".into() };
-        let held = Verdict::Held {
+        let held = GuardVerdict::Held {
             job: "g".into(),
             exports: json!({"backend_id": "E1"}).into(),
         };
-        let rows: Vec<(&str, GuardInput<'_>, Verdict)> = vec![
+        let rows: Vec<(&str, GuardInput<'_>, GuardVerdict)> = vec![
             (
                 "first apply",
                 input(&AppliedExports::Never),
-                Verdict::Unguarded,
+                GuardVerdict::Unguarded,
             ),
-            ("exports as applied", input(&e2), Verdict::Unguarded),
+            ("exports as applied", input(&e2), GuardVerdict::Unguarded),
             (
                 "deleting",
                 GuardInput {
@@ -398,12 +403,12 @@ mod tests {
                     blocked_by: Some("g"),
                     ..input(&e1)
                 },
-                Verdict::Unguarded,
+                GuardVerdict::Unguarded,
             ),
             (
                 "a change runs guarded",
                 input(&e1),
-                Verdict::Guarded { approved: false },
+                GuardVerdict::Guarded { approved: false },
             ),
             (
                 "an approval naming the approval hash",
@@ -412,7 +417,7 @@ mod tests {
                     blocked_by: Some("g"),
                     ..input(&e1)
                 },
-                Verdict::Guarded { approved: true },
+                GuardVerdict::Guarded { approved: true },
             ),
             (
                 "an approval naming another hash is ignored",
@@ -438,7 +443,7 @@ mod tests {
                     partial: true,
                     ..input(&e1)
                 },
-                Verdict::Waiting {
+                GuardVerdict::Waiting {
                     job: "g".into(),
                     why: Unholdable::Partial,
                 },
@@ -449,7 +454,7 @@ mod tests {
                     blocked_by: Some("g"),
                     ..input(&hash_only)
                 },
-                Verdict::Waiting {
+                GuardVerdict::Waiting {
                     job: "g".into(),
                     why: Unholdable::Unrecorded,
                 },
@@ -457,7 +462,7 @@ mod tests {
             (
                 "unknown baseline: guarded",
                 input(&AppliedExports::Unknown),
-                Verdict::Guarded { approved: false },
+                GuardVerdict::Guarded { approved: false },
             ),
             (
                 "unknown baseline, blocked: waits",
@@ -465,7 +470,7 @@ mod tests {
                     blocked_by: Some("g"),
                     ..input(&AppliedExports::Unknown)
                 },
-                Verdict::Waiting {
+                GuardVerdict::Waiting {
                     job: "g".into(),
                     why: Unholdable::Unknown,
                 },
@@ -499,7 +504,7 @@ mod tests {
 
     #[test]
     fn the_blocked_message_names_the_job_and_the_approval_command() {
-        let v = Verdict::Held {
+        let v = GuardVerdict::Held {
             job: "captf-mp-pool-apply-a2-abc123".into(),
             exports: json!({}).into(),
         };
@@ -510,11 +515,11 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("nothing was applied"), "{m}");
-        let w = Verdict::Waiting {
+        let w = GuardVerdict::Waiting {
             job: "j".into(),
             why: Unholdable::Partial,
         };
         assert!(blocked_message("p", "n", &w, "h").contains("failed part-way"));
-        assert_eq!(blocked_message("p", "n", &Verdict::Unguarded, "h"), "");
+        assert_eq!(blocked_message("p", "n", &GuardVerdict::Unguarded, "h"), "");
     }
 }

@@ -39,7 +39,7 @@ pub struct RestoreChunk {
 
 /// Everything the Job is built from (the effective policy already resolved).
 #[derive(Debug, Clone, PartialEq)]
-pub struct JobRequest {
+pub struct JobBlueprint {
     pub kind: WorkloadKind,
     pub owner: OwnerReference,
     pub namespace: String,
@@ -155,7 +155,7 @@ fn env(name: &str, value: &str) -> EnvVar {
 }
 
 /// Builds the Job of `req`.
-pub fn build(req: &JobRequest) -> BuiltJob {
+pub fn build(req: &JobBlueprint) -> BuiltJob {
     let op = req.runner.op;
     let mut labels = BTreeMap::from([
         (labels::OWNER_KIND.to_owned(), req.kind.kind().to_owned()),
@@ -381,9 +381,9 @@ mod tests {
 
     use super::*;
 
-    fn request(op: Op) -> JobRequest {
+    fn request(op: Op) -> JobBlueprint {
         let job_name = "captf-mp-pool-a-apply-a1-abcdef".to_owned();
-        JobRequest {
+        JobBlueprint {
             kind: WorkloadKind::MachinePool,
             owner: OwnerReference {
                 api_version: "infrastructure.cluster.x-k8s.io/v1alpha1".into(),

@@ -33,7 +33,7 @@ pub enum AccessOutcome {
 
 /// The answer to the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum AccessAnswer {
     Serve,
     /// 401: no usable token.
     Unauthorized,
@@ -43,13 +43,13 @@ pub enum Verdict {
     AuthorizationError,
 }
 
-impl Verdict {
+impl AccessAnswer {
     pub fn status(self) -> u16 {
         match self {
-            Verdict::Serve => 200,
-            Verdict::Unauthorized => 401,
-            Verdict::Forbidden => 403,
-            Verdict::AuthorizationError => 500,
+            AccessAnswer::Serve => 200,
+            AccessAnswer::Unauthorized => 401,
+            AccessAnswer::Forbidden => 403,
+            AccessAnswer::AuthorizationError => 500,
         }
     }
 }
@@ -59,7 +59,7 @@ impl Verdict {
 pub enum Step<'a> {
     ReviewToken(&'a str),
     ReviewAccess(&'a User),
-    Answer(Verdict),
+    Answer(AccessAnswer),
 }
 
 /// The bearer token of an `Authorization` header value: scheme matched
@@ -80,20 +80,20 @@ pub fn next_step<'a>(
     access_review: Option<AccessOutcome>,
 ) -> Step<'a> {
     let Some(token) = token else {
-        return Step::Answer(Verdict::Unauthorized);
+        return Step::Answer(AccessAnswer::Unauthorized);
     };
     let user = match token_review {
         None => return Step::ReviewToken(token),
         Some(TokenOutcome::Authenticated(user)) => user,
         Some(TokenOutcome::Rejected | TokenOutcome::Failed) => {
-            return Step::Answer(Verdict::Unauthorized);
+            return Step::Answer(AccessAnswer::Unauthorized);
         }
     };
     match access_review {
         None => Step::ReviewAccess(user),
-        Some(AccessOutcome::Allowed) => Step::Answer(Verdict::Serve),
-        Some(AccessOutcome::Denied) => Step::Answer(Verdict::Forbidden),
-        Some(AccessOutcome::Failed) => Step::Answer(Verdict::AuthorizationError),
+        Some(AccessOutcome::Allowed) => Step::Answer(AccessAnswer::Serve),
+        Some(AccessOutcome::Denied) => Step::Answer(AccessAnswer::Forbidden),
+        Some(AccessOutcome::Failed) => Step::Answer(AccessAnswer::AuthorizationError),
     }
 }
 
@@ -138,38 +138,38 @@ mod tests {
         let rejected = TokenOutcome::Rejected;
         let failed = TokenOutcome::Failed;
         let cases: Vec<Case<'_>> = vec![
-            (None, None, None, Step::Answer(Verdict::Unauthorized)),
+            (None, None, None, Step::Answer(AccessAnswer::Unauthorized)),
             (Some("t"), None, None, Step::ReviewToken("t")),
             (
                 Some("t"),
                 Some(&rejected),
                 None,
-                Step::Answer(Verdict::Unauthorized),
+                Step::Answer(AccessAnswer::Unauthorized),
             ),
             (
                 Some("t"),
                 Some(&failed),
                 None,
-                Step::Answer(Verdict::Unauthorized),
+                Step::Answer(AccessAnswer::Unauthorized),
             ),
             (Some("t"), Some(&ok), None, Step::ReviewAccess(&user)),
             (
                 Some("t"),
                 Some(&ok),
                 Some(AccessOutcome::Allowed),
-                Step::Answer(Verdict::Serve),
+                Step::Answer(AccessAnswer::Serve),
             ),
             (
                 Some("t"),
                 Some(&ok),
                 Some(AccessOutcome::Denied),
-                Step::Answer(Verdict::Forbidden),
+                Step::Answer(AccessAnswer::Forbidden),
             ),
             (
                 Some("t"),
                 Some(&ok),
                 Some(AccessOutcome::Failed),
-                Step::Answer(Verdict::AuthorizationError),
+                Step::Answer(AccessAnswer::AuthorizationError),
             ),
         ];
         for (token, review, access, want) in cases {
@@ -184,10 +184,10 @@ mod tests {
     #[test]
     fn verdicts_map_to_http_statuses() {
         let got: Vec<u16> = [
-            Verdict::Serve,
-            Verdict::Unauthorized,
-            Verdict::Forbidden,
-            Verdict::AuthorizationError,
+            AccessAnswer::Serve,
+            AccessAnswer::Unauthorized,
+            AccessAnswer::Forbidden,
+            AccessAnswer::AuthorizationError,
         ]
         .iter()
         .map(|v| v.status())

@@ -20,7 +20,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::access::{self, AccessOutcome, Step, TokenOutcome, User, Verdict};
+use super::access::{self, AccessAnswer, AccessOutcome, Step, TokenOutcome, User};
 use super::{CONTENT_TYPE, Metrics};
 use crate::tls::{TlsError, TlsOptions};
 
@@ -192,7 +192,7 @@ struct AppState {
 async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(client) = &state.reviewer {
         let verdict = authorize(client, &headers).await;
-        if verdict != Verdict::Serve {
+        if verdict != AccessAnswer::Serve {
             let status =
                 StatusCode::from_u16(verdict.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let reason = status.canonical_reason().unwrap_or("refused");
@@ -207,7 +207,7 @@ async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
 }
 
 /// Runs the reviews [`access::next_step`] asks for.
-async fn authorize(client: &kube::Client, headers: &HeaderMap) -> Verdict {
+async fn authorize(client: &kube::Client, headers: &HeaderMap) -> AccessAnswer {
     let header = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());

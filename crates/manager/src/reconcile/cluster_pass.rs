@@ -130,7 +130,7 @@ pub fn plan(
     // What the state and records ask for goes first, as when it was read.
     let mut effects = snap.stored.effects.clone();
     let (provisioned, health_pending) =
-        plan_outputs(obj, p, &snap.stored, cx.cluster, &mut effects);
+        plan_outputs_stage(obj, p, &snap.stored, cx.cluster, &mut effects);
     let current = plan_inputs(obj, p, cx.cluster, snap);
     let (gate, superseded) = plan_flow::plan_gate(p, plans_list, current.as_ref(), cx.apply_policy);
     effects.extend(
@@ -169,7 +169,7 @@ pub fn plan(
             approval,
             remediation,
         } => {
-            let started = start_request(
+            let started = guarded_start_request(
                 obj,
                 p,
                 &snap.stored,
@@ -287,7 +287,7 @@ fn plan_published(
 /// The cluster's outputs: the control plane endpoint to the spec, failure
 /// domains, exports, the provisioned latch, `EndpointAvailable` and
 /// `InfrastructureHealthy`. Returns (provisioned, health pending).
-fn plan_outputs(
+fn plan_outputs_stage(
     obj: &TerraformCluster,
     p: &mut OpenPass,
     stored: &Stored,
@@ -398,7 +398,7 @@ fn wait_for_dependents(p: &mut OpenPass, dependents: &[String]) -> bool {
 
 /// The start request of the decided op: every apply is guarded, and an
 /// approval binds the approved plan.
-fn start_request(
+fn guarded_start_request(
     obj: &TerraformCluster,
     p: &OpenPass,
     stored: &Stored,

@@ -14,7 +14,7 @@ use crate::io::identity::{User, ensure_credentials, release_credentials};
 
 /// Whether Jobs may start.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum CredentialsVerdict {
     /// Go on; the Secret a Job mounts, if any.
     Ready(Option<String>),
     /// The identity stops the object (the conditions say why).
@@ -62,7 +62,7 @@ pub async fn check<K: Workload>(
     obj: &K,
     identity: Option<&IdentityReference>,
     draft: &mut Draft,
-) -> Result<Verdict, Error> {
+) -> Result<CredentialsVerdict, Error> {
     let key = memo_key(&obj.namespace().unwrap_or_default(), identity);
     let uid = obj.uid().unwrap_or_default();
     let remembered = || {
@@ -89,7 +89,11 @@ pub async fn check<K: Workload>(
 }
 
 /// The remembered check, repeated on the draft.
-fn repeat(c: &Checked, identity: Option<&IdentityReference>, draft: &mut Draft) -> Verdict {
+fn repeat(
+    c: &Checked,
+    identity: Option<&IdentityReference>,
+    draft: &mut Draft,
+) -> CredentialsVerdict {
     if identity.is_none() {
         draft.remove(conditions::IDENTITY_ALLOWED);
         draft.remove(conditions::CREDENTIALS_MIRRORED);
@@ -97,7 +101,7 @@ fn repeat(c: &Checked, identity: Option<&IdentityReference>, draft: &mut Draft) 
         draft.set(conditions::IDENTITY_ALLOWED, &c.identity_allowed);
         draft.set(conditions::CREDENTIALS_MIRRORED, &c.credentials_mirrored);
     }
-    Verdict::Ready(c.secret.clone())
+    CredentialsVerdict::Ready(c.secret.clone())
 }
 
 async fn check_now<K: Workload>(
@@ -105,7 +109,7 @@ async fn check_now<K: Workload>(
     obj: &K,
     identity: Option<&IdentityReference>,
     draft: &mut Draft,
-) -> Result<(Verdict, Option<Checked>), Error> {
+) -> Result<(CredentialsVerdict, Option<Checked>), Error> {
     let ns = obj.namespace().unwrap_or_default();
     let owner = obj.owner_reference();
     let creds = ensure_credentials(
@@ -129,7 +133,7 @@ async fn check_now<K: Workload>(
     if identity.is_none() {
         draft.remove(conditions::IDENTITY_ALLOWED);
         draft.remove(conditions::CREDENTIALS_MIRRORED);
-        return Ok((Verdict::Ready(None), Some(checked)));
+        return Ok((CredentialsVerdict::Ready(None), Some(checked)));
     }
     count_denial(ctx, obj, &creds.identity_allowed);
     draft.set(conditions::IDENTITY_ALLOWED, &creds.identity_allowed);
@@ -138,9 +142,9 @@ async fn check_now<K: Workload>(
         &creds.credentials_mirrored,
     );
     if creds.ready() {
-        Ok((Verdict::Ready(creds.secret), Some(checked)))
+        Ok((CredentialsVerdict::Ready(creds.secret), Some(checked)))
     } else {
-        Ok((Verdict::Blocked, None))
+        Ok((CredentialsVerdict::Blocked, None))
     }
 }
 

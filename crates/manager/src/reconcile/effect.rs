@@ -28,6 +28,28 @@ pub enum Effect {
         note: String,
     },
 
+    // The finalizer and what a leaving object leaves behind.
+    /// The object's finalizer goes on (the update wakes the next pass).
+    AddFinalizer,
+    /// The object's finalizer goes, bound to the version the pass read or
+    /// last wrote (a 409 runs the pass again; a gone object is done).
+    RemoveFinalizer,
+    /// Every Secret and Lease the object made goes (safe to repeat).
+    DeleteLeftovers,
+    /// Deletion under Retain: the state, backups and records stay, unowned
+    /// and labeled with the object's UID; what only served the object goes.
+    /// The `InfrastructureRetained` event it earns says how many stayed.
+    RetainLeftovers,
+    /// A deleting object lets go of what an earlier object retained without
+    /// touching it: only its own leases, plan key and mirror share go.
+    LeaveForeignRetained,
+    /// The Secrets the object `uid` retained become this object's; the
+    /// `RetainedStateAdopted` event it earns says how many.
+    AdoptRetained { uid: String },
+    /// The object is gone: its metric series go, and the namespace's
+    /// runner leftovers with its last module object.
+    ForgetObject,
+
     // Records and state.
     /// The attempt record of `job` becomes the applied record, with the
     /// digest its pod ran (announced by the event the promotion earns).

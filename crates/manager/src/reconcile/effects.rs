@@ -2,6 +2,7 @@
 //! them in the order the plan listed them, before the pass ends with its
 //! Job start and its status.
 
+use captf_api::names::events;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -60,6 +61,16 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
             action,
             note,
         } => pass::event(ctx, obj, *warning, reason, action, note.clone()).await,
+        Effect::AddFinalizer => pass::add_finalizer(ctx, obj).await?,
+        Effect::RemoveFinalizer => pass::remove_finalizer(ctx, obj).await?,
+        Effect::DeleteLeftovers => super::cleanup::cleanup(ctx, obj).await?,
+        Effect::RetainLeftovers => retain_leftovers(ctx, obj).await?,
+        Effect::LeaveForeignRetained => super::retain::release_without_touching(ctx, obj).await?,
+        Effect::AdoptRetained { uid } => adopt_retained(ctx, obj, uid).await?,
+        Effect::ForgetObject => {
+            ctx.metrics.forget(K::KIND.kind(), &ns, &name);
+            super::cleanup::sweep_namespace(ctx, &ns, K::KIND, &name).await
+        }
         Effect::PromoteRecord {
             job,
             inputs_hash,
@@ -107,6 +118,42 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
         }
     }
     Ok(false)
+}
+
+/// Deletion under Retain, announced with how many Secrets stayed.
+async fn retain_leftovers<K: Workload>(ctx: &Context, obj: &K) -> Result<(), Error> {
+    let kept = super::retain::retain(ctx, obj).await?;
+    let note = format!(
+        "deletionPolicy Retain: nothing destroyed; kept {kept} Secrets (state, backups, inputs records) labeled {}={}",
+        captf_api::names::labels::RETAINED_FROM_UID,
+        obj.uid().unwrap_or_default()
+    );
+    pass::event(
+        ctx,
+        obj,
+        false,
+        events::INFRASTRUCTURE_RETAINED,
+        "Delete",
+        note,
+    )
+    .await;
+    Ok(())
+}
+
+/// An earlier object's retained Secrets adopted, announced with how many.
+async fn adopt_retained<K: Workload>(ctx: &Context, obj: &K, uid: &str) -> Result<(), Error> {
+    let n = super::retain::adopt(ctx, obj, uid).await?;
+    let note = format!("adopted {n} Secrets retained by object {uid}");
+    pass::event(
+        ctx,
+        obj,
+        false,
+        events::RETAINED_STATE_ADOPTED,
+        "Adopt",
+        note,
+    )
+    .await;
+    Ok(())
 }
 
 /// A merge patch of the object's Cluster API owner.

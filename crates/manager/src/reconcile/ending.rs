@@ -9,7 +9,9 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 
-use super::job_start::{StartConfig, StartOutcome, StartRequest, execute_start, plan_start};
+use super::effects;
+use super::job_start::{StartOutcome, StartRequest, StartSettings, execute_start, plan_start};
+use super::leaving::{Leaving, leaving_effects};
 use super::open_pass::OpenPass;
 use super::pass;
 use super::pass_conditions::set_ready;
@@ -211,7 +213,7 @@ pub async fn start_job<K: Workload>(
     }
     let records = p.loaded.records();
     announce_start(ctx, obj, p, decision, op, &records).await;
-    let config = StartConfig {
+    let config = StartSettings {
         runner_image: &ctx.config.runner_image,
         runner_events: ctx.config.runner_events,
         cluster_gate: ctx.config.cluster_operation_gate,
@@ -375,24 +377,7 @@ pub async fn retain_and_release<K: Workload>(
         return close(ctx, obj, p, Some(RACE_REQUEUE)).await;
     }
     super::status_patch::write_status(ctx, obj, &p.draft, &p.booked.marks).await?;
-    let kept = super::retain::retain(ctx, obj).await?;
-    let ns = obj.namespace().unwrap_or_default();
-    pass::event(
-        ctx,
-        obj,
-        false,
-        events::INFRASTRUCTURE_RETAINED,
-        "Delete",
-        format!(
-            "deletionPolicy Retain: nothing destroyed; kept {kept} Secrets (state, backups, inputs records) labeled {}={}",
-            captf_api::names::labels::RETAINED_FROM_UID,
-            obj.uid().unwrap_or_default()
-        ),
-    )
-    .await;
-    pass::remove_finalizer(ctx, obj).await?;
-    ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
-    super::cleanup::sweep_namespace(ctx, &ns, K::KIND, &obj.name_any()).await;
+    effects::apply(ctx, obj, &leaving_effects(&Leaving::Retained)).await?;
     Ok(Action::await_change())
 }
 
@@ -411,40 +396,14 @@ pub async fn release_after_destroy<K: Workload>(
     // The status goes first so the bookkept marks land; the object may be
     // gone right after the finalizer.
     super::status_patch::write_status(ctx, obj, &p.draft, &p.booked.marks).await?;
-    super::cleanup::cleanup(ctx, obj).await?;
-    let ns = obj.namespace().unwrap_or_default();
-    let destroyed_by = p
+    let by = p
         .loaded
         .records()
         .into_iter()
         .filter(|r| r.op == Op::Destroy && r.outcome == Outcome::Succeeded)
         .max_by_key(|r| r.finished)
         .map(|r| r.name);
-    if let Some(job) = destroyed_by {
-        pass::event(
-            ctx,
-            obj,
-            false,
-            events::DESTROYED,
-            "Delete",
-            format!(
-                "Job {job} destroyed the infrastructure; its state, records and leases are gone"
-            ),
-        )
-        .await;
-    }
-    pass::event(
-        ctx,
-        obj,
-        false,
-        events::FINALIZER_REMOVED,
-        "Delete",
-        "infrastructure destroyed; finalizer removed".into(),
-    )
-    .await;
-    pass::remove_finalizer(ctx, obj).await?;
-    ctx.metrics.forget(K::KIND.kind(), &ns, &obj.name_any());
-    super::cleanup::sweep_namespace(ctx, &ns, K::KIND, &obj.name_any()).await;
+    effects::apply(ctx, obj, &leaving_effects(&Leaving::Destroyed { by })).await?;
     Ok(Action::await_change())
 }
 

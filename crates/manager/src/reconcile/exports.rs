@@ -16,7 +16,7 @@ use super::job_start::StartRequest;
 use super::open_pass::OpenPass;
 use super::rendered::Rendered;
 use crate::adapters::exports_guard::{
-    AppliedExports, ApplyJob, Baseline, GuardInput, Verdict, applied_exports, blocked_message,
+    AppliedExports, ApplyJob, Baseline, GuardInput, GuardVerdict, applied_exports, blocked_message,
     blocking_job, failed_part_way, verdict,
 };
 use crate::engine::decide::{ApplyGate, Approval, Op};
@@ -46,7 +46,7 @@ pub fn render(b: &Built) -> Result<Rendered, ConditionValue> {
 /// What the guard decided for this pass.
 #[derive(Debug, Clone)]
 pub struct ExportsGuard {
-    pub verdict: Verdict,
+    pub verdict: GuardVerdict,
     pub approval_hash: String,
     /// Hash of the exports an apply of this pass renders.
     pub rendered_exports_hash: String,
@@ -58,7 +58,7 @@ impl ExportsGuard {
     /// The apply gate: a change that cannot be held waits for approval.
     pub fn gate(&self) -> ApplyGate {
         match self.verdict {
-            Verdict::Waiting { .. } => ApplyGate::Blocked(None),
+            GuardVerdict::Waiting { .. } => ApplyGate::Blocked(None),
             _ => ApplyGate::Open,
         }
     }
@@ -72,7 +72,7 @@ impl ExportsGuard {
             self.rendered_exports_hash.clone(),
         );
         match &self.verdict {
-            Verdict::Guarded { approved } => {
+            GuardVerdict::Guarded { approved } => {
                 req.annotations.insert(
                     annotations::APPROVAL_HASH.to_owned(),
                     self.approval_hash.clone(),
@@ -84,7 +84,7 @@ impl ExportsGuard {
                 });
                 req.approval = approved.then(|| Approval::AllowDeletes(self.approval_hash.clone()));
             }
-            Verdict::Held { .. } => {
+            GuardVerdict::Held { .. } => {
                 req.annotations.insert(
                     annotations::HELD_CLUSTER_OUTPUTS.to_owned(),
                     self.rendered_exports_hash.clone(),
@@ -147,7 +147,7 @@ pub fn plan_guard(
         blocked_by: blocking_job(&jobs, &approval),
     });
 
-    let waiting = matches!(v, Verdict::Held { .. } | Verdict::Waiting { .. });
+    let waiting = matches!(v, GuardVerdict::Held { .. } | GuardVerdict::Waiting { .. });
     let record = ExportsRecord {
         applied: match &known {
             AppliedExports::Recorded { value, .. } => Some(value.to_string()),
@@ -164,7 +164,7 @@ pub fn plan_guard(
     }
 
     set_apply_condition(obj, p, &v, &approval);
-    if v == Verdict::Unguarded && approved_by.is_some() && !p.deleting() {
+    if v == GuardVerdict::Unguarded && approved_by.is_some() && !p.deleting() {
         // An approval left on the pool is consumed so the same change
         // returning needs a new one.
         writes.push(Effect::RemoveAnnotation(
@@ -173,7 +173,7 @@ pub fn plan_guard(
     }
 
     let (held, rendered_exports_hash) = match &v {
-        Verdict::Held { exports, .. } => {
+        GuardVerdict::Held { exports, .. } => {
             let mut held = built.clone();
             held.inputs.captf_cluster_outputs = exports.clone();
             (Some(held), known_hash.clone().unwrap_or_default())
@@ -286,8 +286,13 @@ fn apply_jobs(p: &OpenPass) -> Vec<ApplyJob<'_>> {
 
 /// `ApplyJobSucceeded` while a change waits (`DestructivePlanBlocked`),
 /// and its last real outcome once the change that waited is gone.
-fn set_apply_condition(obj: &TerraformMachinePool, p: &mut OpenPass, v: &Verdict, approval: &str) {
-    if matches!(v, Verdict::Held { .. } | Verdict::Waiting { .. }) {
+fn set_apply_condition(
+    obj: &TerraformMachinePool,
+    p: &mut OpenPass,
+    v: &GuardVerdict,
+    approval: &str,
+) {
+    if matches!(v, GuardVerdict::Held { .. } | GuardVerdict::Waiting { .. }) {
         let message = blocked_message(
             &obj.name_any(),
             &obj.namespace().unwrap_or_default(),
@@ -302,7 +307,7 @@ fn set_apply_condition(obj: &TerraformMachinePool, p: &mut OpenPass, v: &Verdict
                 message,
             },
         );
-    } else if *v == Verdict::Unguarded
+    } else if *v == GuardVerdict::Unguarded
         && p.draft
             .get(conditions::APPLY_JOB_SUCCEEDED)
             .is_some_and(|c| c.reason == reasons::DESTRUCTIVE_PLAN_BLOCKED)

@@ -24,7 +24,7 @@ use crate::io::leases::{Acquire, LeaseKind, LeaseRequest, acquire, release_if_he
 use crate::io::records::write_record;
 use crate::io::start::{Started, create_job, ensure_run_secret};
 use crate::jobs::args::{Guard, RunnerArgs};
-use crate::jobs::build::{JobRequest, RestoreChunk, build};
+use crate::jobs::build::{JobBlueprint, RestoreChunk, build};
 use crate::leases::{backstop, cluster_lease_name, run_lease_name, takes_cluster_lease};
 use crate::names::{job_name, state_suffix};
 use crate::records::{InputsRecord, attempt_record_name, record_labels};
@@ -73,7 +73,7 @@ pub enum StartOutcome {
 
 /// A planned start: what to write, in the order [`execute_start`] writes it.
 #[derive(Debug, Clone)]
-pub struct JobStart {
+pub struct PlannedStart {
     pub op: Op,
     pub job_name: String,
     pub attempt: u32,
@@ -100,7 +100,7 @@ pub struct JobStart {
 
 /// What of the manager's configuration a start depends on.
 #[derive(Debug, Clone)]
-pub struct StartConfig<'a> {
+pub struct StartSettings<'a> {
     pub runner_image: &'a str,
     pub runner_events: bool,
     /// `--cluster-operation-gate`.
@@ -112,8 +112,8 @@ pub fn plan_start<K: Workload>(
     obj: &K,
     records: &[JobRecord],
     req: StartRequest,
-    config: &StartConfig<'_>,
-) -> JobStart {
+    config: &StartSettings<'_>,
+) -> PlannedStart {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let attempt = history::next_attempt(records, req.op);
@@ -147,7 +147,7 @@ pub fn plan_start<K: Workload>(
         r.meta.job = Some(job.clone());
         r
     });
-    JobStart {
+    PlannedStart {
         op: req.op,
         job_name: job,
         attempt,
@@ -191,8 +191,8 @@ fn job_request<K: Workload>(
     req: &StartRequest,
     job: &str,
     attempt: u32,
-    config: &StartConfig<'_>,
-) -> JobRequest {
+    config: &StartSettings<'_>,
+) -> JobBlueprint {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let mut job_annotations = req.annotations.clone();
@@ -200,7 +200,7 @@ fn job_request<K: Workload>(
         job_annotations.insert(annotations::DRIFT_REMEDIATION.to_owned(), "true".to_owned());
     }
     let jobs = &req.jobs;
-    JobRequest {
+    JobBlueprint {
         kind: K::KIND,
         owner: obj.owner_reference(),
         namespace: ns.clone(),
@@ -247,7 +247,7 @@ fn runner_args<K: Workload>(
     obj: &K,
     req: &StartRequest,
     job: &str,
-    config: &StartConfig<'_>,
+    config: &StartSettings<'_>,
 ) -> RunnerArgs {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
@@ -296,7 +296,7 @@ fn runner_args<K: Workload>(
 pub async fn execute_start<K: Workload>(
     ctx: &Context,
     obj: &K,
-    start: &JobStart,
+    start: &PlannedStart,
     draft: &mut Draft,
     block_move: &mut bool,
     now: SystemTime,
@@ -361,7 +361,7 @@ pub async fn execute_start<K: Workload>(
 
 /// The events of a Job this pass created: its creation, an approval it
 /// carries out, the start's warnings and any reserved env it dropped.
-async fn announce_created<K: Workload>(ctx: &Context, obj: &K, start: &JobStart) {
+async fn announce_created<K: Workload>(ctx: &Context, obj: &K, start: &PlannedStart) {
     let (job, op) = (&start.job_name, start.op.as_str());
     let note = format!("Job {job} created for {op}");
     event(ctx, obj, false, events::JOB_CREATED, op, note).await;
@@ -387,7 +387,7 @@ async fn announce_created<K: Workload>(ctx: &Context, obj: &K, start: &JobStart)
 async fn write_run_inputs<K: Workload>(
     ctx: &Context,
     obj: &K,
-    start: &JobStart,
+    start: &PlannedStart,
 ) -> Result<(), Error> {
     let files = [
         (crate::records::MAIN_FILE, start.files.0.as_str()),
@@ -463,7 +463,7 @@ fn lease_wait<K: Workload>(
 async fn cluster_gate<K: Workload>(
     ctx: &Context,
     obj: &K,
-    start: &JobStart,
+    start: &PlannedStart,
     draft: &mut Draft,
     now: SystemTime,
 ) -> Result<Option<StartOutcome>, Error> {
@@ -525,7 +525,7 @@ async fn cluster_gate<K: Workload>(
 async fn wait_for_cluster<K: Workload>(
     ctx: &Context,
     ns: &str,
-    start: &JobStart,
+    start: &PlannedStart,
     draft: &mut Draft,
     message: String,
 ) -> Result<Option<StartOutcome>, Error> {
@@ -541,7 +541,7 @@ async fn wait_for_cluster<K: Workload>(
 
 /// The status of a started Job: `activeJob`, and `ApplyJobSucceeded`
 /// saying it runs (keeping True once an apply succeeded).
-fn record_running(draft: &mut Draft, start: &JobStart, now: SystemTime) {
+fn record_running(draft: &mut Draft, start: &PlannedStart, now: SystemTime) {
     draft.field(
         "activeJob",
         ActiveJob {

@@ -63,7 +63,7 @@ fn request(op: Op, remediation: bool) -> StartRequest {
     }
 }
 
-const CONFIG: StartConfig<'static> = StartConfig {
+const CONFIG: StartSettings<'static> = StartSettings {
     runner_image: "registry.example/captf-manager:dev",
     runner_events: true,
     cluster_gate: true,

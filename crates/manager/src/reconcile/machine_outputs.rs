@@ -36,7 +36,7 @@ pub struct OutputsPlan {
 /// Plans the writes of the machine's outputs in `state`; `latched` is the
 /// provisioned flag before. The Machine (when found) says which failure
 /// domain was asked for.
-pub fn plan_outputs(
+pub fn plan_machine_outputs(
     obj: &TerraformMachine,
     machine: Option<&Machine>,
     state: &StateSummary,
@@ -249,7 +249,7 @@ mod tests {
         ];
         for (what, recorded, requested, st, reason, set, provisioned, definite) in cases {
             let m = machine(requested);
-            let plan = plan_outputs(&tm(recorded), Some(&m), &st, false);
+            let plan = plan_machine_outputs(&tm(recorded), Some(&m), &st, false);
             assert_eq!(plan.outputs_valid.reason, reason, "{what}");
             assert_eq!(plan.set_provider_id.as_deref(), set, "{what}");
             assert_eq!(plan.provisioned, provisioned, "{what}");
@@ -265,7 +265,7 @@ mod tests {
             Value::Null,
             "running",
         );
-        let plan = plan_outputs(&tm(None), Some(&machine(None)), &st, false);
+        let plan = plan_machine_outputs(&tm(None), Some(&machine(None)), &st, false);
         let fields = status_fields(plan.writes.as_ref().unwrap());
         assert_eq!(
             fields[0].1,
@@ -278,7 +278,7 @@ mod tests {
             json!(false),
             "a null interruptible is written false"
         );
-        let latched = plan_outputs(
+        let latched = plan_machine_outputs(
             &tm(Some("noop:///team-a/m-0")),
             None,
             &state(Some("h2:a"), Value::Null, Value::Null, "running"),

@@ -128,7 +128,7 @@ pub fn plan(
     // What the state and records ask for goes first, as when it was read.
     let mut effects = snap.stored.effects.clone();
     let read = &snap.stored.read;
-    let outputs = plan_outputs(obj, p, deps, read, policy, &mut effects);
+    let outputs = plan_outputs_stage(obj, p, deps, read, policy, &mut effects);
     let close = |effects, decision, requeue| MachinePlan {
         effects,
         decision,
@@ -260,7 +260,7 @@ fn durable_inputs_missing(obj: &TerraformMachine) -> ConditionValue {
 /// The outputs: `OutputsValid`, the set-once provider ID, the status fields,
 /// the provisioned latch, `InfrastructureHealthy` with its samples, and the
 /// Machine's remediation annotations.
-fn plan_outputs(
+fn plan_outputs_stage(
     obj: &TerraformMachine,
     p: &mut OpenPass,
     deps: &MachineDependencies,
@@ -281,7 +281,8 @@ fn plan_outputs(
         set_initialization(p, out.provisioned);
         return out;
     };
-    let plan = machine_outputs::plan_outputs(obj, deps.machine.as_ref(), state, out.provisioned);
+    let plan =
+        machine_outputs::plan_machine_outputs(obj, deps.machine.as_ref(), state, out.provisioned);
     let v = &plan.outputs_valid;
     let before = obj.condition(conditions::OUTPUTS_VALID);
     let again = before.is_some_and(|c| c.status == "False" && c.reason == v.reason);

@@ -29,7 +29,7 @@ pub struct OpenPass {
     pub shared: PassSettings,
     pub credentials_secret: Option<String>,
     /// The credentials verdict of the pass; `None` when it checked none.
-    pub credentials: Option<super::credentials::Verdict>,
+    pub credentials: Option<super::credentials::CredentialsVerdict>,
     /// The state as read at the opening of a deleting object's pass.
     pub(super) early_state: Option<Result<StateSummary, StateError>>,
     /// The applied and attempt records as read at that opening.
@@ -95,7 +95,7 @@ impl OpenPass {
             active: None,
             shared,
             credentials_secret: None,
-            credentials: Some(super::credentials::Verdict::Ready(None)),
+            credentials: Some(super::credentials::CredentialsVerdict::Ready(None)),
             early_state: None,
             early_records: None,
             block_move: false,

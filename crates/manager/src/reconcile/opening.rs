@@ -4,15 +4,19 @@
 
 use std::time::{Duration, SystemTime};
 
-use captf_api::names::{annotations, conditions, events, reasons};
+use captf_api::names::{annotations, conditions, reasons};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 
 use super::bookkeeping::{BookkeepingPolicy, Bookkept, plan_bookkeeping};
-use super::credentials::Verdict;
+use super::credentials::CredentialsVerdict;
 use super::effects;
+use super::leaving::{Leaving, leaving_effects};
 use super::open_pass::{Measured, OpenPass, Opening, Records};
+use super::opening_plan::{
+    OWNER_REQUEUE, PreambleEnd, RetainedFound, preamble_end, retained_found, vanished_apply_writes,
+};
 use super::pass::{self, Loaded};
 use super::pass_conditions::{deleting_condition, paused_condition, set_ready};
 use super::runner_access::ensure_runner;
@@ -24,7 +28,7 @@ use crate::adapters::dependencies_ready;
 use crate::engine::decide::Op;
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::engine::preamble::{Preamble, PreambleInput, preamble};
-use crate::records::{InputsRecord, attempt_record_name};
+use crate::records::InputsRecord;
 use crate::state::reader::{StateError, StateSummary};
 
 /// The preamble and the opening stages. `Done` ends the pass.
@@ -127,8 +131,8 @@ async fn read_for_deletion<K: Workload>(
     })
 }
 
-/// Makes what a preamble that ends the pass asks for; `None` when the pass
-/// goes on (paused or proceeding).
+/// Makes the end a preamble asks for (`opening_plan::preamble_end`);
+/// `None` when the pass goes on (paused or proceeding).
 async fn end_in_preamble<K: Workload>(
     ctx: &Context,
     obj: &K,
@@ -137,46 +141,31 @@ async fn end_in_preamble<K: Workload>(
     draft: &mut Draft,
     deleting: bool,
 ) -> Result<Option<Action>, Error> {
-    let action = match pre {
-        Preamble::Skip => Action::await_change(),
-        Preamble::ReleaseExternallyManaged => {
-            pass::remove_finalizer(ctx, obj).await?;
-            pass::event(
-                ctx,
-                obj,
-                false,
-                events::EXTERNALLY_MANAGED_RELEASED,
-                "Delete",
-                "externally managed: finalizer removed, nothing destroyed".into(),
-            )
-            .await;
-            Action::await_change()
+    let action = match preamble_end(pre) {
+        None => return Ok(None),
+        Some(PreambleEnd::Writes(writes, action)) => {
+            effects::apply(ctx, obj, &writes).await?;
+            action
         }
-        Preamble::AddFinalizer => {
-            pass::add_finalizer(ctx, obj).await?;
-            Action::requeue(Duration::from_millis(100))
-        }
-        Preamble::DropFinalizer => {
-            // Nothing to clean up, unless a start racing this pass holds
-            // the run lease: its Job would outlive the object.
+        Some(PreambleEnd::LeaveUnlessRacing) => {
+            // The probe: only the apiserver knows whether a start racing
+            // this pass holds the run lease.
             if let Some(job) = pass::run_lease_holder(ctx, obj).await? {
                 tracing::info!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), job = %job, "the run lease is held; the finalizer stays");
                 return Ok(Some(Action::requeue(pass::START_DEFERRED_REQUEUE)));
             }
-            super::cleanup::cleanup(ctx, obj).await?;
-            pass::remove_finalizer(ctx, obj).await?;
+            effects::apply(ctx, obj, &leaving_effects(&Leaving::NothingMade)).await?;
             Action::await_change()
         }
-        Preamble::WaitForOwner | Preamble::OwnerGated(_) => {
+        Some(PreambleEnd::ReportOwner) => {
             if let Some(c) = &shared.owner.condition {
                 draft.set(conditions::DEPENDENCIES_READY, c);
             }
             draft.set(conditions::DELETING, &deleting_condition(deleting, false));
             set_ready::<K>(draft, obj.provisioned());
             super::status_patch::write_status(ctx, obj, draft, &[]).await?;
-            Action::requeue(Duration::from_secs(30))
+            Action::requeue(OWNER_REQUEUE)
         }
-        Preamble::Paused | Preamble::Proceed => return Ok(None),
     };
     Ok(Some(action))
 }
@@ -190,9 +179,9 @@ async fn check_runner<K: Workload>(
     shared: &PassSettings,
     loaded: &Loaded,
     draft: &mut Draft,
-) -> Result<Result<Verdict, Action>, Error> {
+) -> Result<Result<CredentialsVerdict, Action>, Error> {
     let verdict = super::credentials::check(ctx, obj, shared.identity.as_ref(), draft).await?;
-    if verdict == Verdict::Blocked {
+    if verdict == CredentialsVerdict::Blocked {
         let action = Action::requeue(Duration::from_secs(15));
         return Ok(Err(
             end_blocked(ctx, obj, shared, loaded, draft, action).await?
@@ -241,7 +230,7 @@ fn opened<K: Workload>(
     draft: Draft,
     loaded: Loaded,
     booked: Bookkept,
-    credentials: Option<Verdict>,
+    credentials: Option<CredentialsVerdict>,
     early: DeletionRead,
 ) -> OpenPass {
     // Bookkeeping that adopted the state of an apply makes the early state
@@ -249,7 +238,7 @@ fn opened<K: Workload>(
     let adopted = booked.newly.iter().any(|o| o.record.op == Op::Apply);
     let wrote_records = !booked.newly.is_empty();
     let credentials_secret = match &credentials {
-        Some(Verdict::Ready(secret)) => secret.clone(),
+        Some(CredentialsVerdict::Ready(secret)) => secret.clone(),
         _ => None,
     };
     OpenPass {
@@ -316,7 +305,8 @@ fn vanished_apply<K: Workload>(obj: &K, loaded: &Loaded) -> Option<String> {
 /// An apply Job gone while it ran, confirmed by the live object still
 /// naming it (a cached object can trail the pass that cleared it, as after
 /// a stuck Job's deletion, which records nothing): its outcome is unknown.
-/// One GET, only when a Job named as running is not listed.
+/// The probe is one GET, only when a Job named as running is not listed;
+/// the writes are `opening_plan::vanished_apply_writes`.
 async fn record_vanished<K: Workload>(
     ctx: &Context,
     obj: &K,
@@ -335,27 +325,16 @@ async fn record_vanished<K: Workload>(
     if still_named.as_deref() != Some(job) {
         return Ok(());
     }
-    let record = attempt_record_name(K::KIND, &obj.name_any());
-    crate::io::records::set_unconfirmed(&ctx.client, &ns, &record, Some(job)).await?;
-    let message = format!(
-        "apply Job {job} disappeared while it ran; it may have partly applied, so an apply of the current inputs stays due"
-    );
-    draft.set(
-        conditions::APPLY_JOB_SUCCEEDED,
-        &ConditionValue {
-            status: ConditionStatus::False,
-            reason: reasons::APPLY_FAILED,
-            message: message.clone(),
-        },
-    );
-    pass::event(ctx, obj, true, events::JOB_INTERRUPTED, "Apply", message).await;
+    let (writes, condition) = vanished_apply_writes(job);
+    effects::apply(ctx, obj, &writes).await?;
+    draft.set(conditions::APPLY_JOB_SUCCEEDED, &condition);
     Ok(())
 }
 
-/// Secrets retained by an earlier object of this name: adopted when the
-/// spec says so; else a deleting object lets go without touching them and
-/// a live one holds (`StateReadable=False/RetainedStateFound`). `Some`
-/// ends the pass.
+/// Secrets retained by an earlier object of this name
+/// (`opening_plan::retained_found`): adopted when the spec says so; else a
+/// deleting object lets go without touching them and a live one holds
+/// (`StateReadable=False/RetainedStateFound`). `Some` ends the pass.
 async fn retained_elsewhere<K: Workload>(
     ctx: &Context,
     obj: &K,
@@ -365,63 +344,29 @@ async fn retained_elsewhere<K: Workload>(
     let Some(uid) = super::retain::foreign(ctx, obj).await? else {
         return Ok(None);
     };
-    if obj.workspace().adopt_retained_state == Some(true) {
-        let n = super::retain::adopt(ctx, obj, &uid).await?;
-        pass::event(
-            ctx,
-            obj,
-            false,
-            events::RETAINED_STATE_ADOPTED,
-            "Adopt",
-            format!("adopted {n} Secrets retained by object {uid}"),
-        )
-        .await;
-        return Ok(Some(Action::requeue(Duration::from_millis(200))));
-    }
-    if deleting {
-        super::retain::release_without_touching(ctx, obj).await?;
-        pass::remove_finalizer(ctx, obj).await?;
-        pass::event(
-            ctx,
-            obj,
-            false,
-            events::FINALIZER_REMOVED,
-            "Delete",
-            format!("finalizer removed without a Job; the Secrets retained by object {uid} are untouched"),
-        )
-        .await;
-        return Ok(Some(Action::await_change()));
-    }
-    let was = obj
+    let adopt = obj.workspace().adopt_retained_state == Some(true);
+    let holding = obj
         .condition(conditions::STATE_READABLE)
         .is_some_and(|c| c.reason == reasons::RETAINED_STATE_FOUND);
-    let message = format!(
-        "found state and inputs retained by an earlier object (UID {uid}); set spec.adoptRetainedState: true to adopt them, or delete the Secrets labeled {}={uid}",
-        captf_api::names::labels::RETAINED_FROM_UID
-    );
-    if !was {
-        pass::event(
-            ctx,
-            obj,
-            true,
-            events::RETAINED_STATE_FOUND,
-            "Adopt",
-            message.clone(),
-        )
-        .await;
-    }
-    draft.set(
-        conditions::STATE_READABLE,
-        &ConditionValue {
-            status: ConditionStatus::False,
-            reason: reasons::RETAINED_STATE_FOUND,
-            message,
-        },
-    );
-    draft.set(conditions::DELETING, &deleting_condition(false, false));
-    set_ready::<K>(draft, obj.provisioned());
-    super::status_patch::write_status(ctx, obj, draft, &[]).await?;
-    Ok(Some(Action::requeue(Duration::from_secs(60))))
+    let action = match retained_found(&uid, adopt, deleting, holding) {
+        RetainedFound::Adopt(writes, action) => {
+            effects::apply(ctx, obj, &writes).await?;
+            action
+        }
+        RetainedFound::Leave(writes) => {
+            effects::apply(ctx, obj, &writes).await?;
+            Action::await_change()
+        }
+        RetainedFound::Hold(writes, condition) => {
+            effects::apply(ctx, obj, &writes).await?;
+            draft.set(conditions::STATE_READABLE, &condition);
+            draft.set(conditions::DELETING, &deleting_condition(false, false));
+            set_ready::<K>(draft, obj.provisioned());
+            super::status_patch::write_status(ctx, obj, draft, &[]).await?;
+            Action::requeue(Duration::from_secs(60))
+        }
+    };
+    Ok(Some(action))
 }
 
 /// Bookkeeping of every finished Job not yet bookkept: the plan, then its

@@ -37,7 +37,7 @@ pub struct OutputsPlan {
 
 /// Plans the writes of the pool's outputs in `state`; `latched` is the
 /// provisioned flag before.
-pub fn plan_outputs(
+pub fn plan_pool_outputs(
     obj: &TerraformMachinePool,
     state: &StateSummary,
     latched: bool,

@@ -57,7 +57,7 @@ fn outputs_write_the_provider_ids_only_when_they_differ() {
     for (what, spec_ids, ids, patched) in cases {
         let mut obj = pool(spec_ids);
         obj.spec.provider_id = Some("noop-group:///ns/pool-a".into());
-        let p = plan_outputs(&obj, &state(outputs(ids, "running")), false);
+        let p = plan_pool_outputs(&obj, &state(outputs(ids, "running")), false);
         assert_eq!(p.spec_patch.is_some(), patched, "{what}");
         if let Some(patch) = &p.spec_patch {
             let list = patch["spec"]["providerIDList"].as_array().unwrap();
@@ -81,7 +81,7 @@ fn the_provisioned_latch_turns_on_once_health_is_past_pending() {
     ];
     for (what, latched, provisioned, newly) in cases {
         let health = what.split(',').next().unwrap();
-        let p = plan_outputs(&obj, &state(outputs(&["noop:///a"], health)), latched);
+        let p = plan_pool_outputs(&obj, &state(outputs(&["noop:///a"], health)), latched);
         assert_eq!(
             (p.provisioned, p.newly_provisioned),
             (provisioned, newly),
@@ -92,7 +92,7 @@ fn the_provisioned_latch_turns_on_once_health_is_past_pending() {
 
 #[test]
 fn unwritable_outputs_write_nothing_and_say_why() {
-    let p = plan_outputs(
+    let p = plan_pool_outputs(
         &pool(json!(null)),
         &state(json!({"replicas": "many"})),
         false,

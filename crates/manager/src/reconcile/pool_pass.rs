@@ -103,7 +103,7 @@ pub fn plan(
     // What the state and records ask for goes first, as when it was read.
     let mut effects = snap.stored.effects.clone();
     let read = &snap.stored.read;
-    let outputs = plan_outputs(obj, p, read, &mut effects);
+    let outputs = plan_outputs_stage(obj, p, read, &mut effects);
     plan_write_back(p, deps, outputs.observed_replicas, &mut effects);
     let built = plan_inputs(obj, p, deps, snap);
     let (current, guard) = render_guarded(obj, p, built, &snap.stored, &mut effects)?;
@@ -164,7 +164,7 @@ fn ended(effects: Vec<Effect>, decision: Decision, ending: PassEnding) -> PoolPl
 
 /// The pool's outputs: provider IDs to the spec, replicas, instances,
 /// `OutputsValid`, the provisioned latch and `InfrastructureHealthy`.
-fn plan_outputs(
+fn plan_outputs_stage(
     obj: &TerraformMachinePool,
     p: &mut OpenPass,
     read: &Result<StateSummary, StateError>,
@@ -176,7 +176,7 @@ fn plan_outputs(
         observed_replicas: obj.status.as_ref().and_then(|s| s.replicas),
     };
     if let Ok(state) = read {
-        let plan = pool_outputs::plan_outputs(obj, state, out.provisioned);
+        let plan = pool_outputs::plan_pool_outputs(obj, state, out.provisioned);
         if let Some(patch) = &plan.spec_patch {
             effects.push(Effect::PatchSpec(patch.clone()));
         }

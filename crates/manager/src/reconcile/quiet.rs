@@ -21,7 +21,7 @@ use captf_api::names::conditions;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::credentials::{self, Verdict};
+use super::credentials::{self, CredentialsVerdict};
 use super::routing::{self, Fingerprint};
 use super::status::Draft;
 use super::workload::{Workload, object_key_of};
@@ -44,7 +44,7 @@ pub struct Settled {
     due: Option<Instant>,
     /// The credentials verdict of the pass; `None` when it checked none
     /// (paused, or a deletion that runs no Job).
-    credentials: Option<Verdict>,
+    credentials: Option<CredentialsVerdict>,
 }
 
 /// Where an object stands: a full pass is running (`Pending`), or its
@@ -127,7 +127,7 @@ pub fn settle<K: Workload>(
     ctx: &Context,
     obj: &K,
     requeue: Option<Duration>,
-    credentials: Option<Verdict>,
+    credentials: Option<CredentialsVerdict>,
 ) {
     let now = Instant::now();
     let entry = Settled {
@@ -232,7 +232,7 @@ mod tests {
             uid: obj.uid().unwrap(),
             own: routing::own_object(obj.meta()),
             due,
-            credentials: Some(Verdict::Ready(None)),
+            credentials: Some(CredentialsVerdict::Ready(None)),
         }
     }
 

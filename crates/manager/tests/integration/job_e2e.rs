@@ -20,7 +20,7 @@ use captf_manager::engine::decide::Op;
 use captf_manager::engine::history::Outcome;
 use captf_manager::io::jobs::{jobs_selector, mark_bookkept, observe_jobs};
 use captf_manager::jobs::args::RunnerArgs;
-use captf_manager::jobs::build::{JobRequest, build};
+use captf_manager::jobs::build::{JobBlueprint, build};
 use captf_manager::names::{WorkloadKind, job_name, state_secret, state_suffix};
 use captf_manager::rbac;
 use captf_manager::state::reader::{StateSecret, read};
@@ -177,7 +177,7 @@ async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
             "prod".to_owned(),
         ),
     ]);
-    let request = JobRequest {
+    let request = JobBlueprint {
         kind: WorkloadKind::MachinePool,
         owner: OwnerReference {
             api_version: "v1".into(),
