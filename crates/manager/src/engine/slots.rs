@@ -2,6 +2,8 @@
 //! cluster's limits on running Jobs, counting the objects that have waited
 //! longer for the same slots so that no waiting object starves.
 
+use crate::engine::decide::Op;
+
 /// Which limit a start waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotScope {
@@ -22,6 +24,11 @@ pub struct SlotUse {
     /// Objects that began waiting for this limit before this one and still
     /// wait: the free slots are theirs first.
     pub ahead: usize,
+}
+
+/// Drift checks and refreshes wait behind every other op.
+pub fn is_background(op: Op) -> bool {
+    matches!(op, Op::Refresh | Op::Drift)
 }
 
 /// The verdict on a start.

@@ -87,6 +87,10 @@ pub enum Effect {
     CountOutputsInvalid(&'static str),
     /// A remediation request or withdrawal.
     CountRemediation(&'static str),
+    /// A wait for this (`job_slot`, a lease kind) began.
+    CountLeaseWait(&'static str),
+    /// The inputs hash changed and an apply of the new inputs starts.
+    CountInputsChanged,
     /// `StateReadable` turned False for this reason (`lost`, `corrupt`…).
     CountStateReadFailed(&'static str),
 }

@@ -113,6 +113,8 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
         }
         Effect::CountOutputsInvalid(reason) => ctx.metrics.outputs_invalid(K::KIND.kind(), reason),
         Effect::CountRemediation(action) => ctx.metrics.remediation_request(action),
+        Effect::CountLeaseWait(what) => ctx.metrics.lease_wait_started(K::KIND.kind(), what),
+        Effect::CountInputsChanged => ctx.metrics.inputs_hash_changed(K::KIND.kind()),
         Effect::CountStateReadFailed(reason) => {
             ctx.metrics.state_read_failed(K::KIND.kind(), reason)
         }

@@ -4,23 +4,25 @@
 
 use std::time::{Duration, SystemTime};
 
-use captf_api::names::{annotations, conditions, events, reasons};
+use captf_api::names::{annotations, conditions, events};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 
+use super::announcements::{force_unlock_warning, plan_start_announcements};
 use super::effects;
 use super::job_start::{StartOutcome, StartRequest, StartSettings, execute_start, plan_start};
 use super::leaving::{Leaving, leaving_effects};
 use super::open_pass::OpenPass;
 use super::pass;
 use super::pass_conditions::set_ready;
+use super::slots::SlotAnswer;
 use super::workload::Workload;
 use super::{Context, Error};
-use crate::engine::decide::{ACTIVE_JOB_REQUEUE, Decision, Op, Reason};
+use crate::engine::decide::{ACTIVE_JOB_REQUEUE, Decision, Op};
 use crate::engine::history::last_success;
 use crate::engine::history::{JobRecord, Outcome};
-use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
+use crate::engine::job_conditions::ConditionValue;
 
 /// How soon a pass that found the run lease held by a Job it did not list
 /// looks again.
@@ -191,28 +193,27 @@ pub async fn start_job<K: Workload>(
         let requeue = crate::engine::job_conditions::JOB_POLICY_REQUEUE;
         return close(ctx, obj, p, Some(requeue)).await;
     }
-    // Slots come before any event of the start and before any lease.
-    if let Some(requeue) = super::slots::wait_for_slot(ctx, obj, p, op).await {
-        return close(ctx, obj, p, Some(requeue)).await;
-    }
+    // Slots come before any event of the start and before any lease. The
+    // reservation frees itself on every path that creates no Job.
+    let slot = match super::slots::wait_for_slot(ctx, obj, p, op).await? {
+        SlotAnswer::Admitted(slot) => slot,
+        SlotAnswer::Wait(requeue) => return close(ctx, obj, p, Some(requeue)).await,
+    };
     let mut req = req;
-    match stale_lock(ctx, obj, &mut p.draft).await {
-        Ok((id, version)) => {
-            req.force_unlock = id;
-            if op == Op::Apply {
-                // Lock evidence: if this apply fails with neither a pod nor a
-                // result, an unchanged lock proves its runtime never ran.
-                req.annotations
-                    .insert(annotations::STATE_LOCK_VERSION.to_owned(), version);
-            }
-        }
-        Err(e) => {
-            ctx.slots.release(&super::slots::object_key(obj));
-            return Err(e);
-        }
+    let (id, version) = stale_lock(ctx, obj, &mut p.draft).await?;
+    req.force_unlock = id;
+    if op == Op::Apply {
+        // Lock evidence: if this apply fails with neither a pod nor a
+        // result, an unchanged lock proves its runtime never ran.
+        req.annotations
+            .insert(annotations::STATE_LOCK_VERSION.to_owned(), version);
     }
     let records = p.loaded.records();
-    announce_start(ctx, obj, p, decision, op, &records).await;
+    let (announcements, drift) = plan_start_announcements(decision.reason, op, &records);
+    if let Some(v) = &drift {
+        p.draft.set(conditions::DRIFT_DETECTED, v);
+    }
+    effects::apply(ctx, obj, &announcements).await?;
     let config = StartSettings {
         runner_image: &ctx.config.runner_image,
         runner_events: ctx.config.runner_events,
@@ -220,104 +221,32 @@ pub async fn start_job<K: Workload>(
     };
     let planned_unlock = req.force_unlock.clone();
     let planned = plan_start(obj, &records, req, &config);
-    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await;
-    if !matches!(outcome, Ok(StartOutcome::Started { .. })) {
-        ctx.slots.release(&super::slots::object_key(obj));
-    }
-    let outcome = outcome?;
+    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await?;
     let requeue = match outcome {
         StartOutcome::Started { job } => {
-            record_started(ctx, obj, p, job, op, planned_unlock, now).await;
+            let ns = obj.namespace().unwrap_or_default();
+            slot.started(&ns, &job, &p.shared.cluster_name);
+            if let Some(id) = &planned_unlock {
+                effects::apply(ctx, obj, &[force_unlock_warning(&job, id, op)]).await?;
+            }
+            p.active = Some(JobRecord {
+                name: job,
+                op,
+                attempt: 0,
+                outcome: Outcome::Running,
+                created: now,
+                finished: None,
+                remediation: false,
+            });
             ACTIVE_JOB_REQUEUE
         }
-        StartOutcome::Waiting { requeue } => requeue,
+        StartOutcome::Waiting { requeue } => {
+            // The slot is free again before the pass closes.
+            drop(slot);
+            requeue
+        }
     };
     close(ctx, obj, p, Some(requeue)).await
-}
-
-/// The events (and `DriftDetected`) a start announces before its Job, by
-/// the decision's reason.
-async fn announce_start<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    p: &mut OpenPass,
-    decision: &Decision,
-    op: Op,
-    records: &[JobRecord],
-) {
-    if decision.reason == Reason::InputsChanged {
-        ctx.metrics.inputs_hash_changed(K::KIND.kind());
-        pass::event(
-            ctx,
-            obj,
-            false,
-            events::INPUTS_CHANGED,
-            "Apply",
-            "the inputs changed; applying them".into(),
-        )
-        .await;
-    }
-    if decision.reason == Reason::DriftRemediation {
-        p.draft.set(
-            conditions::DRIFT_DETECTED,
-            &ConditionValue {
-                status: ConditionStatus::True,
-                reason: reasons::DRIFT_REMEDIATING,
-                message: "an apply removes the drift".into(),
-            },
-        );
-        pass::event(
-            ctx,
-            obj,
-            false,
-            events::DRIFT_REMEDIATION_STARTED,
-            "Apply",
-            "re-applying to remove drift".into(),
-        )
-        .await;
-    }
-    if op == Op::Destroy && !records.iter().any(|r| r.op == Op::Destroy) {
-        pass::event(
-            ctx,
-            obj,
-            false,
-            events::DELETION_STARTED,
-            "Delete",
-            "destroying the infrastructure".into(),
-        )
-        .await;
-    }
-}
-
-/// A started Job: its force-unlock event, its slot, and the pass's active
-/// Job (so the close keeps block-move and `activeJob`).
-async fn record_started<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    p: &mut OpenPass,
-    job: String,
-    op: Op,
-    force_unlocked: Option<String>,
-    now: SystemTime,
-) {
-    if let Some(id) = &force_unlocked {
-        let note = format!(
-            "Job {job} force-unlocks the state lock {id}, left by a runner pod of this object that is gone"
-        );
-        pass::event(ctx, obj, true, events::FORCE_UNLOCKED, op.as_str(), note).await;
-    }
-    let ns = obj.namespace().unwrap_or_default();
-    let key = super::slots::object_key(obj);
-    ctx.slots.started(&key, &ns, &job, &p.shared.cluster_name);
-    p.active = Some(JobRecord {
-        name: job,
-        op,
-        attempt: 0,
-        outcome: Outcome::Running,
-        created: now,
-        finished: None,
-        remediation: false,
-    });
 }
 
 /// The state lock's ID when one of the object's own runner pods left it

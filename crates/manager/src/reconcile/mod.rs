@@ -3,6 +3,7 @@
 //! outputs, the decision, a crash-safe Job start, and one status patch.
 
 pub mod adoption;
+pub mod announcements;
 pub mod backups;
 pub mod bookkeeping;
 pub mod cleanup;

@@ -15,16 +15,17 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
-use captf_api::names::{events, reasons};
+use captf_api::names::reasons;
 
-use super::Context;
+use super::announcements::plan_slot_wait;
+use super::effects;
 use super::open_pass::OpenPass;
-use super::pass::{event, op_condition};
+use super::pass::op_condition;
 use super::workload::Workload;
+use super::{Context, Error};
 use crate::engine::backoff::jitter;
 use crate::engine::decide::Op;
-use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
-use crate::engine::slots::{Slot, SlotScope, SlotUse, admit};
+use crate::engine::slots::{Slot, SlotScope, SlotUse, admit, is_background};
 // A Job holds a slot until it completes or fails.
 use crate::jobs::observe::job_finished as finished;
 
@@ -264,68 +265,80 @@ pub fn object_key<K: Workload>(obj: &K) -> String {
 /// per-object jitter of up to a tenth).
 pub const SLOT_REQUEUE: Duration = Duration::from_secs(15);
 
-/// Asks for a slot for `op` of `obj`. `None`: start. `Some(requeue)`: the
-/// op's condition says it waits (an event and the wait metric once per
-/// wait), and the pass ends without taking a lease.
-pub async fn wait_for_slot<K: Workload>(
-    ctx: &Context,
+/// A slot admitted for one start. The start hands it over with its Job
+/// ([`SlotReservation::started`]); dropped any other way (the start waited,
+/// failed or returned early on an error) it frees the slot at once and
+/// wakes the next waiter, so no path has to give it back by hand.
+#[must_use = "a reservation dropped at once frees its slot"]
+#[derive(Debug)]
+pub struct SlotReservation<'a> {
+    slots: &'a JobSlots,
+    object: String,
+    handed_over: bool,
+}
+
+impl SlotReservation<'_> {
+    /// The Job `job` of `cluster` was created: it holds the slot now.
+    pub fn started(mut self, namespace: &str, job: &str, cluster: &str) {
+        self.slots.started(&self.object, namespace, job, cluster);
+        self.handed_over = true;
+    }
+}
+
+impl Drop for SlotReservation<'_> {
+    fn drop(&mut self) {
+        if !self.handed_over {
+            self.slots.release(&self.object);
+        }
+    }
+}
+
+/// The slots' answer to a start.
+#[derive(Debug)]
+pub enum SlotAnswer<'a> {
+    /// Start, holding the reservation.
+    Admitted(SlotReservation<'a>),
+    /// The op's condition says it waits; the pass ends without taking a
+    /// lease and looks again after the requeue.
+    Wait(Duration),
+}
+
+/// Asks for a slot for `op` of `obj` (a probe: only the slots know); a
+/// refusal writes what `plan_slot_wait` says.
+pub async fn wait_for_slot<'c, K: Workload>(
+    ctx: &'c Context,
     obj: &K,
     p: &mut OpenPass,
     op: Op,
-) -> Option<Duration> {
+) -> Result<SlotAnswer<'c>, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let object = object_key(obj);
     let limits = Limits {
         manager: ctx.config.max_active_jobs,
         cluster: p.shared.cluster_max_active_jobs,
     };
-    let background = matches!(op, Op::Refresh | Op::Drift);
     let cluster = cluster_key(&ns, &p.shared.cluster_name);
+    let now = Instant::now();
     let Slot::Full { scope, limit, .. } =
         ctx.slots
-            .check(&object, &cluster, limits, background, Instant::now())
+            .check(&object, &cluster, limits, is_background(op), now)
     else {
-        return None;
+        return Ok(SlotAnswer::Admitted(SlotReservation {
+            slots: &ctx.slots,
+            object,
+            handed_over: false,
+        }));
     };
-    let whose = match scope {
-        SlotScope::Manager => "the manager".to_owned(),
-        SlotScope::Cluster => format!("cluster {}", p.shared.cluster_name),
-    };
-    let share = if background {
-        " (drift checks and refreshes start below 80% of it)"
-    } else {
-        ""
-    };
-    // No live count in the message: a wait that goes on writes nothing.
-    let message = format!(
-        "{whose} runs as many Jobs as its limit of {limit} allows{share}; waiting for a slot"
-    );
     let condition = op_condition(op);
     let waiting_already = p
         .draft
         .get(condition)
         .is_some_and(|c| c.reason == reasons::WAITING_FOR_JOB_SLOT);
-    p.draft.set(
-        condition,
-        &ConditionValue {
-            status: ConditionStatus::Unknown,
-            reason: reasons::WAITING_FOR_JOB_SLOT,
-            message: message.clone(),
-        },
-    );
-    if !waiting_already {
-        ctx.metrics.lease_wait_started(K::KIND.kind(), "job_slot");
-        event(
-            ctx,
-            obj,
-            false,
-            events::WAITING_FOR_JOB_SLOT,
-            op.as_str(),
-            message,
-        )
-        .await;
-    }
-    Some(SLOT_REQUEUE + jitter(&obj.uid().unwrap_or_default(), SLOT_REQUEUE))
+    let (value, writes) = plan_slot_wait(op, scope, limit, &p.shared.cluster_name, waiting_already);
+    p.draft.set(condition, &value);
+    effects::apply(ctx, obj, &writes).await?;
+    let requeue = SLOT_REQUEUE + jitter(&obj.uid().unwrap_or_default(), SLOT_REQUEUE);
+    Ok(SlotAnswer::Wait(requeue))
 }
 
 #[cfg(test)]
@@ -481,5 +494,47 @@ mod tests {
             Slot::Full { .. }
         ));
         assert_eq!(slots.check("apply", &prod, FIVE, false, now), Slot::Free);
+    }
+
+    #[test]
+    fn a_reservation_frees_its_slot_unless_its_job_started() {
+        let slots = JobSlots::default();
+        let one = Limits {
+            manager: 0,
+            cluster: 1,
+        };
+        let now = Instant::now();
+        let reserve = |object: &str| {
+            assert_eq!(slots.check(object, "ns/prod", one, false, now), Slot::Free);
+            SlotReservation {
+                slots: &slots,
+                object: object.to_owned(),
+                handed_over: false,
+            }
+        };
+        let mut woken = slots.woken();
+        let waiting = reserve("a");
+        assert!(
+            matches!(
+                slots.check("b", "ns/prod", one, false, now),
+                Slot::Full { .. }
+            ),
+            "a holds the cluster's one slot"
+        );
+        drop(waiting);
+        assert_eq!(
+            woken.try_recv().ok().as_deref(),
+            Some("b"),
+            "the waiter is woken"
+        );
+        let started = reserve("b");
+        started.started("ns", "jb", "prod");
+        assert!(
+            matches!(
+                slots.check("c", "ns/prod", one, false, now),
+                Slot::Full { .. }
+            ),
+            "a started Job keeps the slot after its reservation is gone"
+        );
     }
 }

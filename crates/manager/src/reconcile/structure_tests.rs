@@ -17,6 +17,7 @@ const LONG_FILES: &[&str] = &[];
 /// Every request of the client is a future, so code that neither awaits
 /// nor spawns one makes none, whatever types it imports.
 const PURE_FILES: &[&str] = &[
+    "announcements.rs",
     "bookkeeping.rs",
     "effect.rs",
     "inputs_applied.rs",
