@@ -9,11 +9,11 @@ use captf_api::names::{annotations, conditions, events, reasons};
 use captf_api::plan::{PlanReason, TerraformPlan};
 use kube::ResourceExt;
 
-use super::open_pass::OpenPass;
-use super::pass;
-use super::plans;
-use super::rendered::Rendered;
-use super::{Context, Error};
+use super::super::open_pass::OpenPass;
+use super::super::pass;
+use super::super::plans;
+use super::super::rendered::Rendered;
+use super::super::{Context, Error};
 use crate::engine::decide::{ApplyGate, Approval, Decision, ManualPlan, Op, Reason};
 use crate::engine::history::Outcome;
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};

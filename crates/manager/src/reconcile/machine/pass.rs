@@ -20,25 +20,25 @@ use kube::ResourceExt;
 
 use kube::runtime::controller::Action;
 
-use super::dependencies::MachineDependencies;
-use super::effect::Effect;
-use super::effects;
-use super::ending::{self, PassEnding};
-use super::inputs_applied;
-use super::machine_outputs;
-use super::next_op::{self, DecidedEnding};
-use super::open_pass::OpenPass;
-use super::pass;
-use super::pass_conditions;
-use super::pool_pass::DEPENDENCIES_REQUEUE;
-use super::rendered;
-use super::rendered::Rendered;
-use super::stored;
-use super::stored::Stored;
-use super::variables;
-use super::variables::VariableSources;
-use super::workload::Workload;
-use super::{Context, Error};
+use super::super::dependencies::MachineDependencies;
+use super::super::effect::Effect;
+use super::super::effects;
+use super::super::ending::{self, PassEnding};
+use super::super::inputs_applied;
+use super::super::next_op::{self, DecidedEnding};
+use super::super::open_pass::OpenPass;
+use super::super::pass;
+use super::super::pass_conditions;
+use super::super::pool::pass::DEPENDENCIES_REQUEUE;
+use super::super::rendered;
+use super::super::rendered::Rendered;
+use super::super::stored;
+use super::super::stored::Stored;
+use super::super::variables;
+use super::super::variables::VariableSources;
+use super::super::workload::Workload;
+use super::super::{Context, Error};
+use super::outputs;
 use crate::adapters::gates::ClusterState;
 use crate::adapters::machine::{self as adapter, GateInput, Remediation};
 use crate::engine::decide::{ApplyGate, Decision, Op};
@@ -281,8 +281,7 @@ fn plan_outputs_stage(
         set_initialization(p, out.provisioned);
         return out;
     };
-    let plan =
-        machine_outputs::plan_machine_outputs(obj, deps.machine.as_ref(), state, out.provisioned);
+    let plan = outputs::plan_machine_outputs(obj, deps.machine.as_ref(), state, out.provisioned);
     let v = &plan.outputs_valid;
     let before = obj.condition(conditions::OUTPUTS_VALID);
     let again = before.is_some_and(|c| c.status == "False" && c.reason == v.reason);
@@ -291,7 +290,7 @@ fn plan_outputs_stage(
     }
     p.draft.set(conditions::OUTPUTS_VALID, v);
     if let Some(id) = &plan.set_provider_id {
-        effects.push(Effect::PatchSpec(machine_outputs::provider_id_patch(id)));
+        effects.push(Effect::PatchSpec(outputs::provider_id_patch(id)));
         effects.push(event(
             false,
             events::PROVIDER_ID_SET,
@@ -299,7 +298,7 @@ fn plan_outputs_stage(
         ));
     }
     if let Some(w) = &plan.writes {
-        for (key, value) in machine_outputs::status_fields(w) {
+        for (key, value) in outputs::status_fields(w) {
             p.draft.field(key, value);
         }
     }
@@ -362,7 +361,7 @@ fn plan_health(
     obj: &TerraformMachine,
     p: &mut OpenPass,
     deps: &MachineDependencies,
-    plan: &machine_outputs::OutputsPlan,
+    plan: &outputs::OutputsPlan,
     policy: &Policy,
     effects: &mut Vec<Effect>,
 ) {

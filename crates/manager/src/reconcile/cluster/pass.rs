@@ -1,5 +1,5 @@
 //! The cluster's pass once its opening stages and its plans' bookkeeping
-//! ran, as fetch → plan → execute (the shape of `pool_pass.rs`).
+//! ran, as fetch → plan → execute (the shape of `pool/pass.rs`).
 //!
 //! `fetch` reads the state and records, the variables sources and, for a
 //! deleting cluster, its remaining machines and pools. `plan` is pure: the
@@ -22,24 +22,24 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::effect::Effect;
-use super::effects;
-use super::ending::{self, PassEnding};
-use super::inputs_applied;
-use super::job_start::StartRequest;
-use super::next_op;
-use super::open_pass::OpenPass;
-use super::pass;
-use super::pass_conditions;
+use super::super::effect::Effect;
+use super::super::effects;
+use super::super::ending::{self, PassEnding};
+use super::super::inputs_applied;
+use super::super::job_start::StartRequest;
+use super::super::next_op;
+use super::super::open_pass::OpenPass;
+use super::super::pass;
+use super::super::pass_conditions;
+use super::super::plans;
+use super::super::rendered::Rendered;
+use super::super::stored;
+use super::super::stored::Stored;
+use super::super::variables;
+use super::super::variables::VariableSources;
+use super::super::workload::Workload;
+use super::super::{Context, Error};
 use super::plan_flow;
-use super::plans;
-use super::rendered::Rendered;
-use super::stored;
-use super::stored::Stored;
-use super::variables;
-use super::variables::VariableSources;
-use super::workload::Workload;
-use super::{Context, Error};
 use crate::adapters::cluster::{self as adapter, ExportsWrite, OutputsReading};
 use crate::capi::Cluster;
 use crate::engine::decide::{Action as Decided, Approval, Decision, Op};
@@ -364,7 +364,7 @@ fn plan_inputs(
     let initialized = recorded_control_plane_initialized(snap.stored.attempt.as_ref());
     let inputs = RoleInputs::Cluster(adapter::inputs(obj, c, initialized));
     let image = obj.spec.workspace.source.image.clone();
-    match super::rendered::render_inputs(&inputs, &vars, &image) {
+    match super::super::rendered::render_inputs(&inputs, &vars, &image) {
         Ok(r) => {
             p.measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
             Some(r)
@@ -460,5 +460,5 @@ pub async fn execute(
 }
 
 #[cfg(test)]
-#[path = "cluster_pass_tests.rs"]
+#[path = "pass_tests.rs"]
 mod tests;

@@ -1,4 +1,8 @@
-//! The TerraformMachine pass.
+//! The TerraformMachine pass: this driver, its fetch → plan → execute
+//! (`pass.rs`) and its outputs (`outputs.rs`).
+
+mod outputs;
+mod pass;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -11,7 +15,6 @@ use kube::runtime::controller::Action;
 
 use super::dependencies::{MachineDependencies, read_machine_dependencies};
 use super::ending;
-use super::machine_pass;
 use super::open_pass;
 use super::opening;
 use super::quiet;
@@ -62,7 +65,7 @@ fn settings(
 }
 
 /// The pass: dependencies from the caches, the shared opening stages, then
-/// the rest as fetch → plan → execute (`machine_pass.rs`).
+/// the rest as fetch → plan → execute (`machine/pass.rs`).
 pub async fn reconcile(obj: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<Action, Error> {
     let obj = &*obj;
     let ctx = &*ctx;
@@ -83,11 +86,11 @@ pub async fn reconcile(obj: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<
     if pass.active.is_some() {
         return ending::close_active(ctx, obj, &mut pass, now).await;
     }
-    let snapshot = machine_pass::fetch(ctx, obj, &mut pass, &deps).await?;
-    let policy = machine_pass::Policy {
+    let snapshot = pass::fetch(ctx, obj, &mut pass, &deps).await?;
+    let policy = pass::Policy {
         remediation: eff.remediation,
         deletion_policy_resolved: eff.deletion_policy.is_some(),
     };
-    let plan = machine_pass::plan(obj, &mut pass, &deps, &snapshot, &policy, now)?;
-    machine_pass::execute(ctx, obj, &mut pass, plan, now).await
+    let plan = pass::plan(obj, &mut pass, &deps, &snapshot, &policy, now)?;
+    pass::execute(ctx, obj, &mut pass, plan, now).await
 }

@@ -7,7 +7,7 @@ use captf_contract::health::{Health, HealthState};
 use captf_contract::outputs::{MachineContext, decode_machine};
 use serde_json::{Value, json};
 
-use super::pass::root_outputs;
+use super::super::pass::root_outputs;
 use crate::adapters::machine::{self as adapter, MachineWrites};
 use crate::capi::Machine;
 use crate::engine::job_conditions::ConditionValue;
@@ -60,7 +60,7 @@ pub fn plan_machine_outputs(
         .get("provider_id")
         .is_some_and(|o| o.value.is_null() || o.value.as_str() == "\"\"");
     OutputsPlan {
-        outputs_valid: super::pass_conditions::outputs_valid(&decoded.verdict),
+        outputs_valid: super::super::pass_conditions::outputs_valid(&decoded.verdict),
         set_provider_id: outputs
             .filter(|_| applied && obj.spec.provider_id.is_none())
             .map(|o| o.provider_id.clone()),

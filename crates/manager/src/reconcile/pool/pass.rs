@@ -17,24 +17,24 @@ use kube::ResourceExt;
 
 use kube::runtime::controller::Action;
 
-use super::dependencies::PoolDependencies;
-use super::effect::Effect;
-use super::effects;
-use super::ending::{self, PassEnding};
-use super::exports::{self, Built, ExportsGuard};
-use super::inputs_applied;
-use super::next_op::{self, DecidedEnding};
-use super::open_pass::OpenPass;
-use super::pass;
-use super::pass_conditions;
-use super::pool_outputs;
-use super::rendered::Rendered;
-use super::stored;
-use super::stored::Stored;
-use super::variables;
-use super::variables::VariableSources;
-use super::workload::Workload;
-use super::{Context, Error};
+use super::super::dependencies::PoolDependencies;
+use super::super::effect::Effect;
+use super::super::effects;
+use super::super::ending::{self, PassEnding};
+use super::super::exports::{self, Built, ExportsGuard};
+use super::super::inputs_applied;
+use super::super::next_op::{self, DecidedEnding};
+use super::super::open_pass::OpenPass;
+use super::super::pass;
+use super::super::pass_conditions;
+use super::super::rendered::Rendered;
+use super::super::stored;
+use super::super::stored::Stored;
+use super::super::variables;
+use super::super::variables::VariableSources;
+use super::super::workload::Workload;
+use super::super::{Context, Error};
+use super::outputs;
 use crate::adapters::pool::{self as adapter, ClusterState, GateInput};
 use crate::engine::decide::{ApplyGate, Decision, Op};
 use crate::names::{WorkloadKind, state_suffix};
@@ -176,7 +176,7 @@ fn plan_outputs_stage(
         observed_replicas: obj.status.as_ref().and_then(|s| s.replicas),
     };
     if let Ok(state) = read {
-        let plan = pool_outputs::plan_pool_outputs(obj, state, out.provisioned);
+        let plan = outputs::plan_pool_outputs(obj, state, out.provisioned);
         if let Some(patch) = &plan.spec_patch {
             effects.push(Effect::PatchSpec(patch.clone()));
         }
@@ -223,10 +223,10 @@ fn plan_write_back(
     let Some(mp) = deps.mp.as_ref().filter(|_| !p.deleting()) else {
         return;
     };
-    let plan = pool_outputs::plan_replicas(mp, observed);
+    let plan = outputs::plan_replicas(mp, observed);
     p.draft.set(conditions::AUTOSCALING_ACTIVE, &plan.condition);
     if let Some(r) = plan.written_back {
-        let (reason, note) = pool_outputs::written_back_note(r);
+        let (reason, note) = outputs::written_back_note(r);
         effects.push(Effect::Event {
             warning: false,
             reason,
@@ -344,5 +344,5 @@ pub async fn execute(
 }
 
 #[cfg(test)]
-#[path = "pool_pass_tests.rs"]
+#[path = "pass_tests.rs"]
 mod tests;

@@ -11,7 +11,7 @@ use captf_contract::health::Health;
 use captf_contract::outputs::RoleOutputs;
 use serde_json::{Value, json};
 
-use super::pass::decode_outputs;
+use super::super::pass::decode_outputs;
 use crate::adapters::pool as adapter;
 use crate::capi::MachinePool;
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
@@ -51,7 +51,7 @@ pub fn plan_pool_outputs(
         .as_ref()
         .filter(|_| decoded.verdict.writable());
     let mut plan = OutputsPlan {
-        outputs_valid: super::pass_conditions::outputs_valid(&decoded.verdict),
+        outputs_valid: super::super::pass_conditions::outputs_valid(&decoded.verdict),
         spec_patch: None,
         replicas: None,
         instances: None,
@@ -131,5 +131,5 @@ pub fn written_back_note(replicas: i32) -> (&'static str, String) {
 }
 
 #[cfg(test)]
-#[path = "pool_outputs_tests.rs"]
+#[path = "outputs_tests.rs"]
 mod tests;

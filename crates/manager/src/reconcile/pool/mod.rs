@@ -1,4 +1,8 @@
-//! The TerraformMachinePool pass.
+//! The TerraformMachinePool pass: this driver, its fetch → plan → execute
+//! (`pass.rs`) and its outputs (`outputs.rs`).
+
+mod outputs;
+pub mod pass;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -13,7 +17,6 @@ use super::dependencies::{PoolDependencies, read_pool_dependencies};
 use super::ending;
 use super::open_pass;
 use super::opening;
-use super::pool_pass;
 use super::quiet;
 use super::settings;
 use super::settings::PassSettings;
@@ -57,7 +60,7 @@ fn settings(ctx: &Context, obj: &TerraformMachinePool, deps: &PoolDependencies) 
 }
 
 /// The pass: dependencies from the caches, the shared opening stages, then
-/// the rest as fetch → plan → execute (`pool_pass.rs`).
+/// the rest as fetch → plan → execute (`pool/pass.rs`).
 pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Result<Action, Error> {
     let obj = &*obj;
     let ctx = &*ctx;
@@ -78,7 +81,7 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     if pass.active.is_some() {
         return ending::close_active(ctx, obj, &mut pass, now).await;
     }
-    let snapshot = pool_pass::fetch(ctx, obj, &mut pass, &deps).await?;
-    let plan = pool_pass::plan(obj, &mut pass, &deps, &snapshot, now)?;
-    pool_pass::execute(ctx, obj, &mut pass, plan, now).await
+    let snapshot = pass::fetch(ctx, obj, &mut pass, &deps).await?;
+    let plan = pass::plan(obj, &mut pass, &deps, &snapshot, now)?;
+    pass::execute(ctx, obj, &mut pass, plan, now).await
 }

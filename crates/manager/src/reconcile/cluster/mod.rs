@@ -1,4 +1,8 @@
-//! The TerraformCluster pass.
+//! The TerraformCluster pass: this driver, its fetch → plan → execute
+//! (`pass.rs`) and its TerraformPlan flow (`plan_flow.rs`).
+
+mod pass;
+mod plan_flow;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -11,11 +15,9 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 
-use super::cluster_pass;
 use super::ending;
 use super::open_pass;
 use super::opening;
-use super::plan_flow;
 use super::quiet;
 use super::routing::{self, Dependency, Dependent};
 use super::settings::PassSettings;
@@ -118,12 +120,12 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
     if pass.active.is_some() {
         return ending::close_active(ctx, obj, &mut pass, now).await;
     }
-    let snapshot = cluster_pass::fetch(ctx, obj, &mut pass, &settings.cluster_name).await?;
-    let cx = cluster_pass::ClusterContext {
+    let snapshot = pass::fetch(ctx, obj, &mut pass, &settings.cluster_name).await?;
+    let cx = pass::ClusterContext {
         cluster: cluster.as_ref(),
         apply_policy: eff.apply_policy,
         now,
     };
-    let plan = cluster_pass::plan(obj, &mut pass, &snapshot, &mut plans_list, &cx);
-    cluster_pass::execute(ctx, obj, &mut pass, plan, now).await
+    let plan = pass::plan(obj, &mut pass, &snapshot, &mut plans_list, &cx);
+    pass::execute(ctx, obj, &mut pass, plan, now).await
 }
