@@ -13,6 +13,7 @@ use super::job_start::StartRequest;
 use super::open_pass::OpenPass;
 use super::rendered::Rendered;
 use super::status::{Draft, system_time};
+use super::stored::Stored;
 use super::workload::Workload;
 use crate::engine::decide::{
     self, Action as Decided, ApplyGate, DecideInput, Decision, DriftView, Op, Reason, RefreshView,
@@ -21,6 +22,7 @@ use crate::engine::decide::{
 use crate::engine::history::{self, last_success};
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::records::{InputsRecord, RecordMeta};
+use crate::state::backups::RestoreTarget;
 use crate::state::reader::{StateError, StateSummary};
 
 /// Which of the two scheduled-check times.
@@ -86,7 +88,7 @@ pub fn settle_adopted_state(
 pub fn decide_op<K: Workload>(
     obj: &K,
     p: &OpenPass,
-    read: &Result<StateSummary, StateError>,
+    stored: &Stored,
     current: Option<&Rendered>,
     gate: ApplyGate,
     health_pending: bool,
@@ -104,7 +106,8 @@ pub fn decide_op<K: Workload>(
         };
     }
     let ever_applied = provisioned || last_success(&records, Op::Apply).is_some();
-    let state = state_view(read, ever_applied, p.unconfirmed_apply.is_some());
+    let unconfirmed_apply = stored.unconfirmed_apply.is_some();
+    let state = state_view(&stored.read, ever_applied, unconfirmed_apply);
     let last_check = status_time(obj, &p.draft, CheckTime::LastDriftCheck);
     let last_refresh = status_time(obj, &p.draft, CheckTime::LastRefresh);
     let last_apply_success = last_success(&records, Op::Apply);
@@ -120,10 +123,10 @@ pub fn decide_op<K: Workload>(
         deleting: p.deleting(),
         retain: p.shared.retain,
         job_active: false,
-        restore_requested: p.restore.is_some(),
+        restore_requested: stored.restore.is_some(),
         state,
         current_hash: current.map(|c| c.hash.clone()),
-        unconfirmed_apply: p.unconfirmed_apply.is_some(),
+        unconfirmed_apply,
         last_apply_failed: history::last_apply_failed(&records),
         last_apply_success,
         failed_limit: p.shared.jobs.failed_jobs_history_limit.max(1) as u32,
@@ -198,15 +201,12 @@ pub enum DecidedEnding {
 /// What `decision` makes of the pass: the Job it starts (with its request
 /// built from the current inputs or the records), or how it ends.
 /// `inputs_wait` is the requeue of an apply waiting for its inputs.
-#[allow(clippy::too_many_arguments)]
 pub fn decided_ending<K: Workload>(
     obj: &K,
     p: &OpenPass,
-    read: &Result<StateSummary, StateError>,
+    stored: &Stored,
     decision: &Decision,
     current: Option<&Rendered>,
-    applied: Option<&InputsRecord>,
-    attempt: Option<&InputsRecord>,
     inputs_wait: std::time::Duration,
 ) -> DecidedEnding {
     use super::ending::PassEnding;
@@ -221,7 +221,7 @@ pub fn decided_ending<K: Workload>(
     if op == Op::Apply && current.is_none() {
         return DecidedEnding::Ends(PassEnding::Close(Some(inputs_wait)));
     }
-    match start_request(obj, p, read, op, remediation, current, applied, attempt) {
+    match start_request(obj, p, stored, op, remediation, current) {
         Some(req) => DecidedEnding::Start(Box::new(req)),
         None => DecidedEnding::Unstartable(op),
     }
@@ -243,18 +243,20 @@ struct RunInputs {
 }
 
 /// The request for starting `op`, or `None` when its inputs are missing.
-#[allow(clippy::too_many_arguments)]
 pub fn start_request<K: Workload>(
     obj: &K,
     p: &OpenPass,
-    read: &Result<StateSummary, StateError>,
+    stored: &Stored,
     op: Op,
     remediation: bool,
     current: Option<&Rendered>,
-    applied: Option<&InputsRecord>,
-    attempt: Option<&InputsRecord>,
 ) -> Option<StartRequest> {
-    let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.clone());
+    let (applied, attempt) = (stored.applied.as_ref(), stored.attempt.as_ref());
+    let state_hash = stored
+        .read
+        .as_ref()
+        .ok()
+        .and_then(|s| s.inputs_hash.clone());
     let recorded = applied.or(attempt);
     // What a destroy, refresh or drift check renders when it does not
     // render the current inputs.
@@ -286,7 +288,7 @@ pub fn start_request<K: Workload>(
             warnings.extend(mismatch);
             run
         }
-        Op::Restore => restore_inputs(p, current, recorded)?,
+        Op::Restore => restore_inputs(stored.restore.as_ref()?, current, recorded)?,
     };
     let source = if op == Op::Restore {
         recorded
@@ -308,9 +310,11 @@ pub fn start_request<K: Workload>(
         cluster_name: p.shared.cluster_name.clone(),
         jobs: p.shared.jobs.clone(),
         credentials_secret: p.credentials_secret.clone(),
-        annotations: start_annotations(p, op, &fallbacks),
+        annotations: start_annotations(stored.unconfirmed_apply.as_deref(), op, &fallbacks),
         force_unlock: None,
-        restore: (op == Op::Restore).then(|| p.restore.clone()).flatten(),
+        restore: (op == Op::Restore)
+            .then(|| stored.restore.clone())
+            .flatten(),
         warnings,
     })
 }
@@ -436,11 +440,10 @@ fn destroy_inputs(
 /// A restore renders the backend alone, with the module image the state
 /// was applied with (its runtime).
 fn restore_inputs(
-    p: &OpenPass,
+    target: &RestoreTarget,
     current: Option<&Rendered>,
     recorded: Option<&InputsRecord>,
 ) -> Option<RunInputs> {
-    let target = p.restore.as_ref()?;
     let image = recorded
         .map(InputsRecord::pinned_image)
         .or_else(|| current.map(|c| c.image.clone()))?;
@@ -456,11 +459,16 @@ fn restore_inputs(
 
 /// The Job's annotations: the interrupted apply an apply follows, and the
 /// images left to try when the first cannot be pulled.
-fn start_annotations(p: &OpenPass, op: Op, fallbacks: &[String]) -> BTreeMap<String, String> {
-    let mut annotations = match (&p.unconfirmed_apply, op) {
-        (Some(job), Op::Apply) => {
-            BTreeMap::from([(annotations::AFTER_INTERRUPTED_APPLY.to_owned(), job.clone())])
-        }
+fn start_annotations(
+    unconfirmed_apply: Option<&str>,
+    op: Op,
+    fallbacks: &[String],
+) -> BTreeMap<String, String> {
+    let mut annotations = match (unconfirmed_apply, op) {
+        (Some(job), Op::Apply) => BTreeMap::from([(
+            annotations::AFTER_INTERRUPTED_APPLY.to_owned(),
+            job.to_owned(),
+        )]),
         _ => BTreeMap::new(),
     };
     if !fallbacks.is_empty() {

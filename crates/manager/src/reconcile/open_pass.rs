@@ -36,12 +36,6 @@ pub struct OpenPass {
     pub(super) early_records: Option<Records>,
     /// Whether the object carries the block-move annotation now.
     pub block_move: bool,
-    /// The apply whose outcome is unknown and still in force (set when the
-    /// records are read).
-    pub unconfirmed_apply: Option<String>,
-    /// The backup a `captf.io/restore-state` request asks to restore (set
-    /// when the state is read).
-    pub restore: Option<crate::state::backups::RestoreTarget>,
     /// A write of this pass's fetch stage failed and is tried again by a
     /// pass this soon (whatever the plan's own requeue).
     pub retry_after: Option<Duration>,
@@ -99,8 +93,6 @@ impl OpenPass {
             early_state: None,
             early_records: None,
             block_move: false,
-            unconfirmed_apply: None,
-            restore: None,
             retry_after: None,
             measured: Measured::default(),
             deleting,

@@ -252,8 +252,6 @@ fn opened<K: Workload>(
         early_state: early.state.filter(|_| !adopted),
         early_records: early.records.filter(|_| !wrote_records),
         block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
-        unconfirmed_apply: None,
-        restore: None,
         retry_after: None,
         measured: Measured::default(),
         deleting: obj.meta().deletion_timestamp.is_some(),

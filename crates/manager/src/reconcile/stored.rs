@@ -54,6 +54,10 @@ pub struct Stored {
     pub applied: Option<InputsRecord>,
     pub attempt: Option<InputsRecord>,
     pub ever_applied: bool,
+    /// The apply whose outcome is unknown and still in force, if any.
+    pub unconfirmed_apply: Option<String>,
+    /// The backup a live `captf.io/restore-state` request asks to restore.
+    pub restore: Option<crate::state::backups::RestoreTarget>,
     /// The writes what was read asks for (an operator's confirmation
     /// consumed, a newly unreadable state reported): the kind's plan
     /// lists them first.
@@ -110,12 +114,11 @@ pub async fn read_stored<K: Workload>(
     } else {
         readable
     };
-    p.unconfirmed_apply = unconfirmed;
     // Informational: the backend's suffix, and the serial the outputs come from.
     p.draft.field("stateSecretSuffix", suffix);
     super::backups::back_up_new_serial(ctx, obj, p, &read, &chunks).await?;
     drop(chunks);
-    p.restore = super::backups::requested_restore(ctx, obj, p).await?;
+    let restore = super::backups::requested_restore(ctx, obj, p).await?;
     effects.extend(unreadable_report(obj, &readable));
     p.draft.set(conditions::STATE_READABLE, &readable);
     Ok(Stored {
@@ -123,6 +126,8 @@ pub async fn read_stored<K: Workload>(
         applied,
         attempt,
         ever_applied,
+        unconfirmed_apply: unconfirmed,
+        restore,
         effects,
     })
 }

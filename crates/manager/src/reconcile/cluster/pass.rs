@@ -154,7 +154,7 @@ pub fn plan(
     let decision = next_op::decide_op(
         obj,
         p,
-        read,
+        &snap.stored,
         current.as_ref(),
         gate,
         health_pending,
@@ -406,16 +406,7 @@ fn guarded_start_request(
     plans_list: &[TerraformPlan],
     (op, approval, remediation): (Op, Option<Approval>, bool),
 ) -> Option<StartRequest> {
-    let mut req = next_op::start_request(
-        obj,
-        p,
-        &stored.read,
-        op,
-        remediation,
-        current,
-        stored.applied.as_ref(),
-        stored.attempt.as_ref(),
-    )?;
+    let mut req = next_op::start_request(obj, p, stored, op, remediation, current)?;
     if op == Op::Apply {
         let expect = match &approval {
             Some(Approval::ExpectPlan(h)) => Some(h.clone()),

@@ -67,6 +67,8 @@ fn snapshot(read: Result<StateSummary, StateError>, dependents: &[&str]) -> Clus
             read,
             applied: None,
             attempt: None,
+            unconfirmed_apply: None,
+            restore: None,
             effects: Vec::new(),
         },
         sources: Vec::new(),

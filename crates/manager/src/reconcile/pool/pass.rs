@@ -123,7 +123,7 @@ pub fn plan(
     let decision = next_op::decide_op(
         obj,
         p,
-        read,
+        &snap.stored,
         current.as_ref(),
         gate,
         outputs.health_pending,
@@ -131,15 +131,12 @@ pub fn plan(
         now,
     );
     inputs_applied::set(p, &view, Some(&decision));
-    let stored = &snap.stored;
     let ending = match next_op::decided_ending(
         obj,
         p,
-        read,
+        &snap.stored,
         &decision,
         current.as_ref(),
-        stored.applied.as_ref(),
-        stored.attempt.as_ref(),
         DEPENDENCIES_REQUEUE,
     ) {
         DecidedEnding::Ends(ending) => ending,

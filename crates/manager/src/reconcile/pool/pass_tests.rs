@@ -113,6 +113,8 @@ fn snapshot(read: Result<StateSummary, StateError>, sources: VariableSources) ->
             read,
             applied: None,
             attempt: None,
+            unconfirmed_apply: None,
+            restore: None,
             effects: Vec::new(),
         },
         cluster_state: Some(Ok(cluster_state())),
