@@ -13,6 +13,7 @@ use captf_api::names::{annotations, conditions, events, reasons};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
+use super::effect::Effect;
 use super::open_pass::OpenPass;
 use super::pass;
 use super::status::Draft;
@@ -254,16 +255,17 @@ fn last_restored<K: Workload>(draft: &Draft, live: &K) -> Option<u64> {
 }
 
 /// The backup a `captf.io/restore-state` annotation asks to restore, read
-/// live (a stale cache must not run a consumed restore again). A value that
-/// names no complete backup sets `RestoreJobSucceeded=False/
-/// RestoreBackupNotFound` and starts nothing.
+/// live (a stale cache must not run a consumed restore again), and the
+/// writes a request naming no complete backup asks for
+/// (`plan_restore_not_found`; it starts nothing).
 pub async fn requested_restore<K: Workload>(
     ctx: &Context,
     obj: &K,
     p: &mut OpenPass,
-) -> Result<Option<RestoreTarget>, Error> {
+) -> Result<(Option<RestoreTarget>, Vec<Effect>), Error> {
+    let none = || Ok((None, Vec::new()));
     let Some(cached) = obj.annotations().get(annotations::RESTORE_STATE) else {
-        return Ok(None);
+        return none();
     };
     // A request consumed already (a failed restore keeps its annotation)
     // costs nothing more: the cache can only lag behind that, never lead.
@@ -273,45 +275,90 @@ pub async fn requested_restore<K: Workload>(
         .ok()
         .is_some_and(|s| last_restored(&p.draft, obj) == Some(s))
     {
-        return Ok(None);
+        return none();
     }
     let ns = obj.namespace().unwrap_or_default();
     let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &ns);
     let Some(live) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(None);
+        return none();
     };
     let Some(value) = live.annotations().get(annotations::RESTORE_STATE).cloned() else {
-        return Ok(None);
+        return none();
     };
     let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
     let sets = plan::sets(&list_chunks(&ctx.client, &ns, &suffix).await?);
     match plan::restore_target(&value, &sets, last_restored(&p.draft, &live)) {
-        Ok(RestoreRequest::Restore(set)) => Ok(Some(RestoreTarget::of(set))),
-        Ok(RestoreRequest::AlreadyRestored) => Ok(None),
+        Ok(RestoreRequest::Restore(set)) => Ok((Some(RestoreTarget::of(set)), Vec::new())),
+        Ok(RestoreRequest::AlreadyRestored) => none(),
         Err(e) => {
-            let v = ConditionValue {
-                status: ConditionStatus::False,
-                reason: reasons::RESTORE_BACKUP_NOT_FOUND,
-                message: format!("{}={value:?}: {e}", annotations::RESTORE_STATE),
-            };
-            let again = obj
-                .condition(conditions::RESTORE_JOB_SUCCEEDED)
-                .is_some_and(|c| c.reason == v.reason && c.message == v.message);
-            if !again {
-                ctx.metrics.state_restore(K::KIND.kind(), "not_found");
-                let note = v.message.clone();
-                pass::event(
-                    ctx,
-                    obj,
-                    true,
-                    events::STATE_RESTORE_FAILED,
-                    "Restore",
-                    note,
-                )
-                .await;
-            }
+            let before = obj.condition(conditions::RESTORE_JOB_SUCCEEDED);
+            let reported = before.map(|c| (c.reason.as_str(), c.message.as_str()));
+            let (v, writes) = plan_restore_not_found(&value, &e.to_string(), reported);
             p.draft.set(conditions::RESTORE_JOB_SUCCEEDED, &v);
-            Ok(None)
+            Ok((None, writes))
         }
+    }
+}
+
+/// `RestoreJobSucceeded=False/RestoreBackupNotFound` for a request `value`
+/// that names no complete backup (`why`), and, when the condition did not
+/// say so already (`reported`: its reason and message), the count and the
+/// warning.
+pub fn plan_restore_not_found(
+    value: &str,
+    why: &str,
+    reported: Option<(&str, &str)>,
+) -> (ConditionValue, Vec<Effect>) {
+    let v = ConditionValue {
+        status: ConditionStatus::False,
+        reason: reasons::RESTORE_BACKUP_NOT_FOUND,
+        message: format!("{}={value:?}: {why}", annotations::RESTORE_STATE),
+    };
+    let again = reported == Some((v.reason, v.message.as_str()));
+    let writes = if again {
+        Vec::new()
+    } else {
+        vec![
+            Effect::CountRestore("not_found"),
+            Effect::Event {
+                warning: true,
+                reason: events::STATE_RESTORE_FAILED,
+                action: "Restore",
+                note: v.message.clone(),
+            },
+        ]
+    };
+    (v, writes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_naming_no_backup_is_reported_once_per_value() {
+        let (v, first) = plan_restore_not_found("7", "no complete backup of serial 7", None);
+        assert_eq!(v.status, ConditionStatus::False);
+        assert_eq!(v.reason, reasons::RESTORE_BACKUP_NOT_FOUND);
+        assert_eq!(
+            v.message,
+            format!(
+                "{}=\"7\": no complete backup of serial 7",
+                annotations::RESTORE_STATE
+            )
+        );
+        assert!(matches!(
+            &first[..],
+            [Effect::CountRestore("not_found"), Effect::Event { warning: true, reason, .. }]
+                if *reason == events::STATE_RESTORE_FAILED
+        ));
+        let same = Some((v.reason, v.message.as_str()));
+        assert!(
+            plan_restore_not_found("7", "no complete backup of serial 7", same)
+                .1
+                .is_empty()
+        );
+        let other_value = plan_restore_not_found("8", "no complete backup of serial 8", same);
+        assert_eq!(other_value.1.len(), 2, "a new value is news again");
     }
 }

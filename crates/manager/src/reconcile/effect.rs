@@ -91,6 +91,8 @@ pub enum Effect {
     CountLeaseWait(&'static str),
     /// The inputs hash changed and an apply of the new inputs starts.
     CountInputsChanged,
+    /// A restore ended this way (`not_found`: its request named no backup).
+    CountRestore(&'static str),
     /// `StateReadable` turned False for this reason (`lost`, `corrupt`…).
     CountStateReadFailed(&'static str),
 }

@@ -118,7 +118,8 @@ pub async fn read_stored<K: Workload>(
     p.draft.field("stateSecretSuffix", suffix);
     super::backups::back_up_new_serial(ctx, obj, p, &read, &chunks).await?;
     drop(chunks);
-    let restore = super::backups::requested_restore(ctx, obj, p).await?;
+    let (restore, restore_writes) = super::backups::requested_restore(ctx, obj, p).await?;
+    effects.extend(restore_writes);
     effects.extend(unreadable_report(obj, &readable));
     p.draft.set(conditions::STATE_READABLE, &readable);
     Ok(Stored {
