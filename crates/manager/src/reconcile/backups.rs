@@ -25,7 +25,7 @@ use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::backups::{delete_chunks, list_chunks, write_set};
 use crate::names::{state_labels, state_suffix};
 use crate::state::backups::{
-    self as plan, BackupChunk, BackupPlan, BackupSecret, BackupSet, MAX_STATUS_ENTRIES,
+    self as plan, BackupChunk, BackupDue, BackupPlan, BackupSecret, BackupSet, MAX_STATUS_ENTRIES,
     RestoreRequest, RestoreTarget, StateCopy,
 };
 use crate::state::reader::{StateError, StateSummary};
@@ -57,52 +57,94 @@ fn source_job(p: &OpenPass) -> Option<String> {
         .map(|o| o.record.name.clone())
 }
 
-/// Backs up a state serial the object has not seen yet, prunes, and
-/// records `status.observedStateSerial` and `status.stateBackups`. A write
-/// that fails leaves the serial unseen, so the next pass tries again; the
-/// pass itself goes on.
-pub async fn back_up_new_serial<K: Workload>(
-    ctx: &Context,
+/// How a backup went, for the status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackupOutcome {
+    /// The serial is seen (backed up, or skipped for a reason a retry
+    /// would not change); `state_backups` is `status.stateBackups` after
+    /// a write and its pruning.
+    Done {
+        serial: u64,
+        state_backups: Option<serde_json::Value>,
+    },
+    /// A write failed: the serial stays unseen and a pass tries again soon.
+    Failed,
+}
+
+/// The backup the state read owes, if any. A serial that needs none is
+/// recorded as seen in `status.observedStateSerial` at once.
+pub fn owed_backup<K: Workload>(
     obj: &K,
     p: &mut OpenPass,
+    backups_kept: bool,
     read: &Result<StateSummary, StateError>,
     secrets: &[Secret],
-) -> Result<(), Error> {
-    let Ok(state) = read else {
-        return Ok(());
-    };
+) -> Option<BackupDue> {
+    let state = read.as_ref().ok()?;
     // While a Job runs the serial it writes is not adopted yet (no inputs
     // hash on it): it is backed up once the Job is bookkept.
     if state.serial < 1 || p.active.is_some() {
-        return Ok(());
+        return None;
     }
     let seen = obj
         .workspace_status()
         .and_then(|s| s.observed_state_serial)
         .map(|s| s.max(0) as u64);
-    let due = plan::backup_due(
-        state.serial,
-        seen,
-        ctx.config.state_backups > 0,
-        // A restore's push writes the next serial (the backend counts every
-        // write): a version of its own, backed up like any other.
-        p.deleting(),
-    );
-    if !due {
+    // A restore's push writes the next serial (the backend counts every
+    // write): a version of its own, backed up like any other.
+    if !plan::backup_due(state.serial, seen, backups_kept, p.deleting()) {
         if seen != Some(state.serial) && !p.deleting() {
             p.draft.field("observedStateSerial", state.serial);
         }
-        return Ok(());
+        return None;
     }
-    match take(ctx, obj, p, state, secrets).await {
-        Ok(()) => p.draft.field("observedStateSerial", state.serial),
+    let suffix = state_suffix(
+        K::KIND,
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+    );
+    Some(BackupDue {
+        serial: state.serial,
+        lineage: state.lineage.clone(),
+        resources: state.managed_resources as u32,
+        inputs_hash: state.inputs_hash.clone(),
+        source_job: source_job(p),
+        payloads: payloads(&suffix, secrets),
+    })
+}
+
+/// Takes the backup `due` owes and prunes. A write that fails is logged
+/// and reported as [`BackupOutcome::Failed`]: the pass itself goes on.
+pub async fn back_up<K: Workload>(ctx: &Context, obj: &K, due: &BackupDue) -> BackupOutcome {
+    match take(ctx, obj, due).await {
+        Ok(state_backups) => BackupOutcome::Done {
+            serial: due.serial,
+            state_backups,
+        },
         Err(e) => {
-            tracing::warn!(name = obj.name_any(), serial = state.serial, error = %e,
+            tracing::warn!(name = obj.name_any(), serial = due.serial, error = %e,
                 "could not back up the state; the next pass tries again");
-            p.retry_after = Some(BACKUP_RETRY);
+            BackupOutcome::Failed
         }
     }
-    Ok(())
+}
+
+/// What a backup's outcome puts in the status: the serial seen and the
+/// backups listed, or a retry soon.
+pub fn record_backup(p: &mut OpenPass, outcome: Option<&BackupOutcome>) {
+    match outcome {
+        None => {}
+        Some(BackupOutcome::Done {
+            serial,
+            state_backups,
+        }) => {
+            if let Some(listed) = state_backups {
+                p.draft.field("stateBackups", listed.clone());
+            }
+            p.draft.field("observedStateSerial", *serial);
+        }
+        Some(BackupOutcome::Failed) => p.retry_after = Some(BACKUP_RETRY),
+    }
 }
 
 /// The state chunks' payloads, in chunk order (`None` when one has none).
@@ -121,21 +163,22 @@ fn payloads(suffix: &str, secrets: &[Secret]) -> Option<Vec<Vec<u8>>> {
     Some(indexed.into_iter().map(|(_, d)| d).collect())
 }
 
+/// Writes the backup set of `due` unless it is there already, then
+/// prunes; `status.stateBackups` after the pruning, `None` when nothing
+/// was written or kept (skipped).
 async fn take<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
-    state: &StateSummary,
-    secrets: &[Secret],
-) -> Result<(), Error> {
+    due: &BackupDue,
+) -> Result<Option<serde_json::Value>, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let suffix = state_suffix(K::KIND, &ns, &name);
     let kind = K::KIND.kind();
-    let Some(payloads) = payloads(&suffix, secrets) else {
+    let Some(payloads) = &due.payloads else {
         ctx.metrics.state_backups(kind, "skipped", 1);
         tracing::info!(name, "state chunks changed while read; no backup this pass");
-        return Ok(());
+        return Ok(None);
     };
     let chunks = list_chunks(&ctx.client, &ns, &suffix).await?;
     let listed = plan::sets(&chunks);
@@ -144,16 +187,15 @@ async fn take<K: Workload>(
     let taken_at = k8s_openapi::jiff::Timestamp::from_second(now.as_second())
         .unwrap_or(now)
         .to_string();
-    let source = source_job(p);
     let copy = StateCopy {
         suffix: &suffix,
-        serial: state.serial,
-        lineage: &state.lineage,
-        resources: state.managed_resources as u32,
-        inputs_hash: state.inputs_hash.as_deref(),
-        source_job: source.as_deref(),
+        serial: due.serial,
+        lineage: &due.lineage,
+        resources: due.resources,
+        inputs_hash: due.inputs_hash.as_deref(),
+        source_job: due.source_job.as_deref(),
         taken_at: &taken_at,
-        payloads: &payloads,
+        payloads,
     };
     let (set, written) = match plan::plan_backup(&copy, &listed) {
         BackupPlan::AlreadyTaken { set } => (set, Vec::new()),
@@ -164,7 +206,7 @@ async fn take<K: Workload>(
                 set,
                 "a backup Secret of this serial holds other content; none taken"
             );
-            return Ok(());
+            return Ok(None);
         }
         BackupPlan::Write { set, secrets } => {
             let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
@@ -181,13 +223,13 @@ async fn take<K: Workload>(
             (set, secrets)
         }
     };
-    let doomed = prune_backups(ctx, obj, p, chunks, &written).await?;
+    let (doomed, listed) = prune_backups(ctx, obj, chunks, &written).await?;
     if !written.is_empty() {
         ctx.metrics.state_backups(kind, "taken", 1);
         let bytes: usize = payloads.iter().map(Vec::len).sum();
         let note = format!(
             "state serial {} backed up as {set} ({bytes} bytes)",
-            state.serial
+            due.serial
         );
         pass::event(ctx, obj, false, events::STATE_BACKED_UP, "Backup", note).await;
     }
@@ -196,19 +238,18 @@ async fn take<K: Workload>(
             .state_backups(kind, "pruned", doomed.len() as u64);
         tracing::info!(name, pruned = ?doomed, "pruned state backups");
     }
-    Ok(())
+    Ok(Some(listed))
 }
 
 /// The backups after this pass's write, pruned to the configured count
-/// (sparing the set a pending restore names); `status.stateBackups` lists
-/// those kept. Returns the sets pruned.
+/// (sparing the set a pending restore names). Returns the sets pruned and
+/// `status.stateBackups`, which lists those kept.
 async fn prune_backups<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
     mut chunks: Vec<BackupChunk>,
     written: &[BackupSecret],
-) -> Result<Vec<String>, Error> {
+) -> Result<(Vec<String>, serde_json::Value), Error> {
     let ns = obj.namespace().unwrap_or_default();
     for s in written {
         chunks.retain(|c| c.name != s.name);
@@ -231,8 +272,7 @@ async fn prune_backups<K: Workload>(
         .into_iter()
         .filter(|s| !doomed.contains(&s.name))
         .collect();
-    p.draft.field("stateBackups", status_entries(&kept));
-    Ok(doomed)
+    Ok((doomed, status_entries(&kept)))
 }
 
 /// The set a pending restore names (spared by pruning).

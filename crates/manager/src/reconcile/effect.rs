@@ -7,6 +7,7 @@ use captf_api::plan::TerraformPlan;
 use serde_json::Value;
 
 use crate::records::InputsRecord;
+use crate::state::backups::BackupDue;
 
 /// A write a plan asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +52,10 @@ pub enum Effect {
     ForgetObject,
 
     // Records and state.
+    /// A backup of a state serial the object has not seen yet, then the
+    /// pruning. Best effort: a failure is reported in what the executor
+    /// learned (the pass goes on and tries again soon).
+    BackUpState(Box<BackupDue>),
     /// The attempt record of `job` becomes the applied record, with the
     /// digest its pod ran (announced by the event the promotion earns).
     PromoteRecord {

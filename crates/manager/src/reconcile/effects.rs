@@ -10,6 +10,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::adoption::{adopt_state, promote};
+use super::backups::{BackupOutcome, back_up};
 use super::effect::Effect;
 use super::pass;
 use super::plans;
@@ -22,10 +23,12 @@ use crate::names::state_suffix;
 use crate::records::{attempt_record_name, record_labels, run_secret_name};
 
 /// What the writes learned that the rest of the pass needs.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Applied {
     /// The run lease was given back (deleted for its holder).
     pub run_lease_released: bool,
+    /// How the state backup went, when one was owed.
+    pub backup: Option<BackupOutcome>,
 }
 
 /// Makes `effects` in order; the first failure stops the rest (the next
@@ -37,7 +40,10 @@ pub async fn apply<K: Workload>(
 ) -> Result<Applied, Error> {
     let mut applied = Applied::default();
     for effect in effects {
-        if apply_one(ctx, obj, effect).await? {
+        if let Effect::BackUpState(due) = effect {
+            // Best effort: a failed backup does not stop the writes after it.
+            applied.backup = Some(back_up(ctx, obj, due).await);
+        } else if apply_one(ctx, obj, effect).await? {
             applied.run_lease_released = true;
         }
     }
@@ -71,6 +77,7 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
             ctx.metrics.forget(K::KIND.kind(), &ns, &name);
             super::cleanup::sweep_namespace(ctx, &ns, K::KIND, &name).await
         }
+        Effect::BackUpState(_) => unreachable!("made by apply, best effort"),
         Effect::PromoteRecord {
             job,
             inputs_hash,

@@ -116,8 +116,11 @@ pub async fn read_stored<K: Workload>(
     };
     // Informational: the backend's suffix, and the serial the outputs come from.
     p.draft.field("stateSecretSuffix", suffix);
-    super::backups::back_up_new_serial(ctx, obj, p, &read, &chunks).await?;
+    let backups_kept = ctx.config.state_backups > 0;
+    let backup = super::backups::owed_backup(obj, p, backups_kept, &read, &chunks);
     drop(chunks);
+    // Taken first when the plan's effects are made, as when it was read.
+    effects.splice(0..0, backup.map(|due| Effect::BackUpState(Box::new(due))));
     let (restore, restore_writes) = super::backups::requested_restore(ctx, obj, p).await?;
     effects.extend(restore_writes);
     effects.extend(unreadable_report(obj, &readable));

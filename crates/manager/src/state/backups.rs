@@ -7,6 +7,20 @@ use std::collections::BTreeMap;
 use captf_api::names::annotations as ann;
 
 /// Most chunks a set may have (as for state).
+/// A backup the pass owes: a state serial the object has not seen yet,
+/// with its chunks' payloads (kept for this pass only; `None` when the
+/// chunks changed while read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackupDue {
+    pub serial: u64,
+    pub lineage: String,
+    pub resources: u32,
+    pub inputs_hash: Option<String>,
+    /// The Job that wrote the state, when this pass knows it.
+    pub source_job: Option<String>,
+    pub payloads: Option<Vec<Vec<u8>>>,
+}
+
 pub const MAX_CHUNKS: u32 = 32;
 /// Most sets listed in `status.stateBackups`.
 pub const MAX_STATUS_ENTRIES: usize = 16;

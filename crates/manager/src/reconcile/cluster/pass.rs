@@ -439,7 +439,8 @@ pub async fn execute(
     plan: ClusterPlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    effects::apply(ctx, obj, &plan.effects).await?;
+    let applied = effects::apply(ctx, obj, &plan.effects).await?;
+    super::super::backups::record_backup(p, applied.backup.as_ref());
     let mut ending = plan.ending;
     if let PassEnding::Start(req) = &mut ending
         && matches!(req.op, Op::Plan | Op::Apply)

@@ -336,7 +336,8 @@ pub async fn execute(
     plan: PoolPlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    effects::apply(ctx, obj, &plan.effects).await?;
+    let applied = effects::apply(ctx, obj, &plan.effects).await?;
+    super::super::backups::record_backup(p, applied.backup.as_ref());
     ending::close_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
 }
 

@@ -142,13 +142,15 @@ async fn a_pass_that_bookkeeps_an_apply_without_a_health_reading_starts_a_refres
         "DELETE secrets",
         "GET leases",
         "DELETE leases",
-        // State and records; the new serial's backup.
+        // The snapshot: state, records and the variables' sources.
         "LIST secrets",
         "GET secrets",
         "GET secrets",
+        "LIST secrets",
+        // The plan's first effect: the new serial's backup (its list, its
+        // set).
         "LIST secrets",
         "POST secrets",
-        "LIST secrets",
     ];
     // The block-move annotation is still on from the apply's start.
     let start: Vec<&str> = START

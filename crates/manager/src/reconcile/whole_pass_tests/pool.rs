@@ -157,14 +157,16 @@ async fn a_pass_that_bookkeeps_the_first_apply_starts_the_refresh_after_it() {
         "DELETE secrets",
         "GET leases",
         "DELETE leases",
-        // Credentials, state and records; the new serial's backup.
+        // The snapshot: credentials, state, records and the variables'
+        // sources.
         "LIST secrets",
         "GET secrets",
         "GET secrets",
+        "LIST secrets",
+        // The plan's effects: the new serial's backup (its list, its set),
+        // the outputs written back to the spec, the state Secret adopted.
         "LIST secrets",
         "POST secrets",
-        "LIST secrets",
-        // The outputs written back to the spec, the state Secret adopted.
         "PATCH terraformmachinepools",
         "PATCH secrets",
     ];
