@@ -10,6 +10,7 @@ use kube::runtime::controller::Action;
 use serde_json::Value;
 
 use super::announcements::{force_unlock_warning, plan_start_announcements};
+use super::effect::Effect;
 use super::effects;
 use super::job_start::{StartOutcome, StartRequest, StartSettings, execute_start, plan_start};
 use super::leaving::{Leaving, leaving_effects};
@@ -334,6 +335,41 @@ pub async fn release_after_destroy<K: Workload>(
         .map(|r| r.name);
     effects::apply(ctx, obj, &leaving_effects(&Leaving::Destroyed { by })).await?;
     Ok(Action::await_change())
+}
+
+/// What a kind's plan made of its snapshot (the status draft is in the
+/// pass): the writes in order, the decision, and how the pass ends.
+#[derive(Debug)]
+pub struct PassPlan {
+    pub effects: Vec<Effect>,
+    pub decision: Option<Decision>,
+    pub ending: PassEnding,
+}
+
+/// The execute stage of every kind: the plan's effects in order, then
+/// the ending as planned.
+pub async fn execute<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    plan: PassPlan,
+    now: SystemTime,
+) -> Result<Action, Error> {
+    make_effects(ctx, obj, p, &plan.effects).await?;
+    close_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
+}
+
+/// Makes a plan's effects in order; how a backup among them went goes into
+/// the status.
+pub async fn make_effects<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    p: &mut OpenPass,
+    writes: &[Effect],
+) -> Result<(), Error> {
+    let applied = effects::apply(ctx, obj, writes).await?;
+    super::backups::record_backup(p, applied.backup.as_ref());
+    Ok(())
 }
 
 /// How a pass planned to end, once its effects are made.

@@ -23,8 +23,7 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use super::super::effect::Effect;
-use super::super::effects;
-use super::super::ending::{self, PassEnding};
+use super::super::ending::{self, PassEnding, PassPlan};
 use super::super::inputs_applied;
 use super::super::job_start::StartRequest;
 use super::super::next_op;
@@ -42,7 +41,7 @@ use super::super::{Context, Error};
 use super::plan_flow;
 use crate::adapters::cluster::{self as adapter, ExportsWrite, OutputsReading};
 use crate::capi::Cluster;
-use crate::engine::decide::{Action as Decided, Approval, Decision, Op};
+use crate::engine::decide::{Action as Decided, Approval, Op};
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::jobs::args::Guard;
 use crate::records::InputsRecord;
@@ -103,13 +102,6 @@ async fn dependents(ctx: &Context, ns: &str, cluster: &str) -> Result<Vec<String
     Ok(out)
 }
 
-#[derive(Debug)]
-pub struct ClusterPlan {
-    pub effects: Vec<Effect>,
-    pub decision: Option<Decision>,
-    pub ending: PassEnding,
-}
-
 /// What the plan needs besides the object, the pass and the snapshot.
 pub struct ClusterContext<'a> {
     pub cluster: Option<&'a Cluster>,
@@ -126,7 +118,7 @@ pub fn plan(
     snap: &ClusterSnapshot,
     plans_list: &mut [TerraformPlan],
     cx: &ClusterContext<'_>,
-) -> ClusterPlan {
+) -> PassPlan {
     // What the state and records ask for goes first, as when it was read.
     let mut effects = snap.stored.effects.clone();
     let (provisioned, health_pending) =
@@ -141,7 +133,7 @@ pub fn plan(
     let live = plans::live_plan(plans_list).map(|p| p.name_any());
     p.draft
         .field("pendingPlanRef", live.as_ref().map(|n| json!({"name": n})));
-    let close = |effects, decision, requeue| ClusterPlan {
+    let close = |effects, decision, requeue| PassPlan {
         effects,
         decision,
         ending: PassEnding::Close(requeue),
@@ -190,7 +182,7 @@ pub fn plan(
             PassEnding::Close(decision.requeue)
         }
     };
-    ClusterPlan {
+    PassPlan {
         effects,
         decision: Some(decision),
         ending,
@@ -431,16 +423,16 @@ fn guarded_start_request(
     Some(req)
 }
 
-/// Makes the plan's effects in order, then ends the pass as planned.
+/// The execute stage with the cluster's one addition: the plan key a plan
+/// or apply Job mounts, made after the effects and before the start.
 pub async fn execute(
     ctx: &Context,
     obj: &TerraformCluster,
     p: &mut OpenPass,
-    plan: ClusterPlan,
+    plan: PassPlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    let applied = effects::apply(ctx, obj, &plan.effects).await?;
-    super::super::backups::record_backup(p, applied.backup.as_ref());
+    ending::make_effects(ctx, obj, p, &plan.effects).await?;
     let mut ending = plan.ending;
     if let PassEnding::Start(req) = &mut ending
         && matches!(req.op, Op::Plan | Op::Apply)

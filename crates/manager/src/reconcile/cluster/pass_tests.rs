@@ -109,7 +109,7 @@ fn run(
     plans: Vec<TerraformPlan>,
     policy: ApplyPolicy,
     deleting: bool,
-) -> (ClusterPlan, Draft, Vec<TerraformPlan>) {
+) -> (PassPlan, Draft, Vec<TerraformPlan>) {
     let obj = terraform_cluster();
     let c = cluster();
     let now = SystemTime::now();
@@ -124,7 +124,7 @@ fn run(
     (plan, p.draft, plans)
 }
 
-fn started(plan: &ClusterPlan) -> Option<&StartRequest> {
+fn started(plan: &PassPlan) -> Option<&StartRequest> {
     match &plan.ending {
         PassEnding::Start(req) => Some(req),
         _ => None,
@@ -287,7 +287,7 @@ fn a_first_readable_state_provisions_the_cluster_and_publishes_its_outputs() {
 }
 
 /// The reasons of the events a plan's effects emit.
-fn event_reasons(plan: &ClusterPlan) -> Vec<&'static str> {
+fn event_reasons(plan: &PassPlan) -> Vec<&'static str> {
     plan.effects
         .iter()
         .filter_map(|e| match e {

@@ -92,5 +92,5 @@ pub async fn reconcile(obj: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<
         deletion_policy_resolved: eff.deletion_policy.is_some(),
     };
     let plan = pass::plan(obj, &mut pass, &deps, &snapshot, &policy, now)?;
-    pass::execute(ctx, obj, &mut pass, plan, now).await
+    ending::execute(ctx, obj, &mut pass, plan, now).await
 }

@@ -7,8 +7,8 @@
 //! sources; a provisioned machine never builds inputs again (they are
 //! pinned in its applied record). `plan` is pure: outputs, health samples
 //! and the remediation request, the first inputs through their gates, the
-//! decision and the start request. `execute` makes the effects in order and
-//! ends the pass.
+//! decision and the start request (`ending::PassPlan`); the shared
+//! `ending::execute` makes the effects in order and ends the pass.
 
 use std::time::{Duration, SystemTime};
 
@@ -18,12 +18,9 @@ use captf_api::names::{annotations, conditions, events, reasons};
 use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
 
-use kube::runtime::controller::Action;
-
 use super::super::dependencies::MachineDependencies;
 use super::super::effect::Effect;
-use super::super::effects;
-use super::super::ending::{self, PassEnding};
+use super::super::ending::{PassEnding, PassPlan};
 use super::super::inputs_applied;
 use super::super::next_op::{self, DecidedEnding};
 use super::super::open_pass::OpenPass;
@@ -101,14 +98,6 @@ pub async fn fetch(
     })
 }
 
-/// What the plan made of the snapshot (the status draft is in the pass).
-#[derive(Debug)]
-pub struct MachinePlan {
-    pub effects: Vec<Effect>,
-    pub decision: Option<Decision>,
-    pub ending: PassEnding,
-}
-
 /// What the outputs told the plan.
 struct OutputsRead {
     provisioned: bool,
@@ -124,12 +113,12 @@ pub fn plan(
     snap: &MachineSnapshot,
     policy: &Policy,
     now: SystemTime,
-) -> Result<MachinePlan, Error> {
+) -> Result<PassPlan, Error> {
     // What the state and records ask for goes first, as when it was read.
     let mut effects = snap.stored.effects.clone();
     let read = &snap.stored.read;
     let outputs = plan_outputs_stage(obj, p, deps, read, policy, &mut effects);
-    let close = |effects, decision, requeue| MachinePlan {
+    let close = |effects, decision, requeue| PassPlan {
         effects,
         decision,
         ending: PassEnding::Close(requeue),
@@ -232,8 +221,8 @@ fn inputs_missing(obj: &TerraformMachine, p: &mut OpenPass, op: Op) {
     }
 }
 
-fn ended(effects: Vec<Effect>, decision: Decision, ending: PassEnding) -> MachinePlan {
-    MachinePlan {
+fn ended(effects: Vec<Effect>, decision: Decision, ending: PassEnding) -> PassPlan {
+    PassPlan {
         effects,
         decision: Some(decision),
         ending,
@@ -479,17 +468,4 @@ fn plan_inputs(
             None
         }
     }
-}
-
-/// Makes the plan's effects in order, then ends the pass as planned.
-pub async fn execute(
-    ctx: &Context,
-    obj: &TerraformMachine,
-    p: &mut OpenPass,
-    plan: MachinePlan,
-    now: SystemTime,
-) -> Result<Action, Error> {
-    let applied = effects::apply(ctx, obj, &plan.effects).await?;
-    super::super::backups::record_backup(p, applied.backup.as_ref());
-    ending::close_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
 }

@@ -83,5 +83,5 @@ pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Res
     }
     let snapshot = pass::fetch(ctx, obj, &mut pass, &deps).await?;
     let plan = pass::plan(obj, &mut pass, &deps, &snapshot, now)?;
-    pass::execute(ctx, obj, &mut pass, plan, now).await
+    ending::execute(ctx, obj, &mut pass, plan, now).await
 }

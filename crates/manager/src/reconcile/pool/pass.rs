@@ -5,8 +5,9 @@
 //! (for the exports), and its variables sources. `plan` is pure (no client
 //! in its signature): outputs, write-back, inputs through their gates, the
 //! exports guard, the decision and the start request, as a status draft
-//! (in the pass), a list of effects and an ending. `execute` makes the
-//! effects in order and ends the pass (the Job start, then the status).
+//! (in the pass), a list of effects and an ending (`ending::PassPlan`).
+//! The shared `ending::execute` makes the effects in order and ends the
+//! pass (the Job start, then the status).
 
 use std::time::{Duration, SystemTime};
 
@@ -15,12 +16,9 @@ use captf_api::names::{conditions, events};
 use captf_contract::Role;
 use kube::ResourceExt;
 
-use kube::runtime::controller::Action;
-
 use super::super::dependencies::PoolDependencies;
 use super::super::effect::Effect;
-use super::super::effects;
-use super::super::ending::{self, PassEnding};
+use super::super::ending::{PassEnding, PassPlan};
 use super::super::exports::{self, Built, ExportsGuard};
 use super::super::inputs_applied;
 use super::super::next_op::{self, DecidedEnding};
@@ -77,14 +75,6 @@ pub async fn fetch(
     })
 }
 
-/// What the plan made of the snapshot (the status draft is in the pass).
-#[derive(Debug)]
-pub struct PoolPlan {
-    pub effects: Vec<Effect>,
-    pub decision: Option<Decision>,
-    pub ending: PassEnding,
-}
-
 /// What the outputs told the plan.
 struct OutputsRead {
     provisioned: bool,
@@ -99,7 +89,7 @@ pub fn plan(
     deps: &PoolDependencies,
     snap: &PoolSnapshot,
     now: SystemTime,
-) -> Result<PoolPlan, Error> {
+) -> Result<PassPlan, Error> {
     // What the state and records ask for goes first, as when it was read.
     let mut effects = snap.stored.effects.clone();
     let read = &snap.stored.read;
@@ -107,7 +97,7 @@ pub fn plan(
     plan_write_back(p, deps, outputs.observed_replicas, &mut effects);
     let built = plan_inputs(obj, p, deps, snap);
     let (current, guard) = render_guarded(obj, p, built, &snap.stored, &mut effects)?;
-    let close = |effects, decision, requeue| PoolPlan {
+    let close = |effects, decision, requeue| PassPlan {
         effects,
         decision,
         ending: PassEnding::Close(requeue),
@@ -151,8 +141,8 @@ pub fn plan(
     Ok(ended(effects, decision, ending))
 }
 
-fn ended(effects: Vec<Effect>, decision: Decision, ending: PassEnding) -> PoolPlan {
-    PoolPlan {
+fn ended(effects: Vec<Effect>, decision: Decision, ending: PassEnding) -> PassPlan {
+    PassPlan {
         effects,
         decision: Some(decision),
         ending,
@@ -326,19 +316,6 @@ fn render_guarded(
             Ok((None, None))
         }
     }
-}
-
-/// Makes the plan's effects in order, then ends the pass as planned.
-pub async fn execute(
-    ctx: &Context,
-    obj: &TerraformMachinePool,
-    p: &mut OpenPass,
-    plan: PoolPlan,
-    now: SystemTime,
-) -> Result<Action, Error> {
-    let applied = effects::apply(ctx, obj, &plan.effects).await?;
-    super::super::backups::record_backup(p, applied.backup.as_ref());
-    ending::close_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
 }
 
 #[cfg(test)]

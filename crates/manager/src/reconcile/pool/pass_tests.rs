@@ -161,7 +161,7 @@ fn run(
     obj: &TerraformMachinePool,
     deps: &PoolDependencies,
     snap: &PoolSnapshot,
-) -> (PoolPlan, Draft) {
+) -> (PassPlan, Draft) {
     let now = SystemTime::now();
     let mut p = open_pass(obj, deps, now);
     let plan = plan(obj, &mut p, deps, snap, now).expect("the plan");
@@ -172,7 +172,7 @@ fn reason_of(draft: &Draft, t: &str) -> Option<String> {
     draft.get(t).map(|c| format!("{}/{}", c.status, c.reason))
 }
 
-fn started(plan: &PoolPlan) -> Option<(Op, &StartRequest)> {
+fn started(plan: &PassPlan) -> Option<(Op, &StartRequest)> {
     match &plan.ending {
         PassEnding::Start(req) => Some((req.op, req)),
         _ => None,
