@@ -266,3 +266,45 @@ async fn a_deleted_pool_destroys_then_lets_its_finalizer_go() {
         "its state is gone"
     );
 }
+
+#[tokio::test]
+async fn an_externally_managed_pool_being_deleted_lets_its_finalizer_go_and_destroys_nothing() {
+    let mut world = converged().await;
+    world
+        .fake
+        .update(TERRAFORM_MACHINE_POOLS, NS, "pool-a", |p| {
+            p["metadata"]["annotations"]["cluster.x-k8s.io/managed-by"] =
+                json!("another-controller");
+        });
+    world.fake.delete(TERRAFORM_MACHINE_POOLS, NS, "pool-a");
+    assert_eq!(
+        world.pool_pass("pool-a").await,
+        [
+            // What the deleting object's opening reads (is there anything
+            // to clean up?), then only the finalizer: no Job, no cleanup.
+            "LIST jobs",
+            "LIST secrets",
+            "GET secrets",
+            "GET secrets",
+            "PATCH terraformmachinepools",
+        ]
+    );
+    assert!(
+        world
+            .fake
+            .get(TERRAFORM_MACHINE_POOLS, NS, "pool-a")
+            .is_none(),
+        "the finalizer went"
+    );
+    let destroys = world.fake.list(JOBS, NS).into_iter().filter(|j| {
+        j["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("-destroy-"))
+    });
+    assert_eq!(destroys.count(), 0, "nothing destroyed");
+    let state = state_secret(&state_suffix(WorkloadKind::MachinePool, NS, "pool-a"));
+    assert!(
+        world.fake.get(SECRETS, NS, &state).is_some(),
+        "the state is left to the controller that manages the pool"
+    );
+}
