@@ -2,14 +2,16 @@
 //! Secret into the object's namespace (see `crate::io::identity`).
 
 use captf_api::common::IdentityReference;
-use captf_api::names::conditions;
+use captf_api::names::{conditions, reasons};
 use kube::ResourceExt;
 
+use super::effect::Effect;
 use super::pass::event;
 use super::status::Draft;
 use super::workload::Workload;
 use super::{Context, Error};
-use crate::engine::job_conditions::ConditionValue;
+use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
+use crate::identity::Credentials;
 use crate::io::identity::{User, ensure_credentials, release_credentials};
 
 /// Whether Jobs may start.
@@ -56,13 +58,14 @@ pub fn forget_identity_users(memo: &super::ensured::Ensured<Checked>, identity: 
 
 /// Checks the identity and keeps the mirror, unless that was done within
 /// the sync period for this namespace and identity with the object on the
-/// mirror (then the conditions repeat the check).
+/// mirror (then the conditions repeat the check). Returns the verdict and
+/// the writes a fresh check planned (`plan_check`), for the caller to make.
 pub async fn check<K: Workload>(
     ctx: &Context,
     obj: &K,
     identity: Option<&IdentityReference>,
     draft: &mut Draft,
-) -> Result<CredentialsVerdict, Error> {
+) -> Result<(CredentialsVerdict, Vec<Effect>), Error> {
     let key = memo_key(&obj.namespace().unwrap_or_default(), identity);
     let uid = obj.uid().unwrap_or_default();
     let remembered = || {
@@ -71,13 +74,13 @@ pub async fn check<K: Workload>(
             .filter(|c| c.covers(&uid))
     };
     if let Some(c) = remembered() {
-        return Ok(repeat(&c, identity, draft));
+        return Ok((repeat(&c, identity, draft), Vec::new()));
     }
     let _writer = ctx.credentials_ensured.writer(&key).await;
     if let Some(c) = remembered() {
-        return Ok(repeat(&c, identity, draft));
+        return Ok((repeat(&c, identity, draft), Vec::new()));
     }
-    let (verdict, checked) = check_now(ctx, obj, identity, draft).await?;
+    let (planned, checked) = check_now(ctx, obj, identity, draft).await;
     match checked {
         Some(c) => ctx
             .credentials_ensured
@@ -85,7 +88,7 @@ pub async fn check<K: Workload>(
         // A blocked check is repeated by every user until it clears.
         None => ctx.credentials_ensured.forget(&key),
     }
-    Ok(verdict)
+    Ok((planned.verdict, planned.effects))
 }
 
 /// The remembered check, repeated on the draft.
@@ -94,14 +97,78 @@ fn repeat(
     identity: Option<&IdentityReference>,
     draft: &mut Draft,
 ) -> CredentialsVerdict {
-    if identity.is_none() {
-        draft.remove(conditions::IDENTITY_ALLOWED);
-        draft.remove(conditions::CREDENTIALS_MIRRORED);
-    } else {
-        draft.set(conditions::IDENTITY_ALLOWED, &c.identity_allowed);
-        draft.set(conditions::CREDENTIALS_MIRRORED, &c.credentials_mirrored);
-    }
+    let both = (c.identity_allowed.clone(), c.credentials_mirrored.clone());
+    set_conditions(draft, identity.is_some().then_some(both));
     CredentialsVerdict::Ready(c.secret.clone())
+}
+
+/// `IdentityAllowed` and `CredentialsMirrored` as given, or both removed
+/// (`None`: the object uses no identity).
+fn set_conditions(draft: &mut Draft, both: Option<(ConditionValue, ConditionValue)>) {
+    match both {
+        Some((allowed, mirrored)) => {
+            draft.set(conditions::IDENTITY_ALLOWED, &allowed);
+            draft.set(conditions::CREDENTIALS_MIRRORED, &mirrored);
+        }
+        None => {
+            draft.remove(conditions::IDENTITY_ALLOWED);
+            draft.remove(conditions::CREDENTIALS_MIRRORED);
+        }
+    }
+}
+
+/// What a fresh check makes of the credentials it ensured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckPlan {
+    pub verdict: CredentialsVerdict,
+    /// `IdentityAllowed` and `CredentialsMirrored`; `None`: both removed.
+    pub conditions: Option<(ConditionValue, ConditionValue)>,
+    /// The mirror's events, and the refusal's count when `IdentityAllowed`
+    /// turns into it (not on every pass that repeats it).
+    pub effects: Vec<Effect>,
+}
+
+/// Plans a fresh check from the credentials ensured (`creds`), whether
+/// the object names an identity, and `IdentityAllowed` as it was
+/// (`before`: its status and reason).
+pub fn plan_check(identity: bool, creds: &Credentials, before: Option<(&str, &str)>) -> CheckPlan {
+    let mut effects: Vec<Effect> = creds
+        .events
+        .iter()
+        .map(|e| Effect::Event {
+            warning: false,
+            reason: e.reason(),
+            action: "Credentials",
+            note: e.note(),
+        })
+        .collect();
+    if !identity {
+        return CheckPlan {
+            verdict: CredentialsVerdict::Ready(None),
+            conditions: None,
+            effects,
+        };
+    }
+    let allowed = &creds.identity_allowed;
+    let label = match allowed.reason {
+        r if r == reasons::IDENTITY_NOT_FOUND => Some("notfound"),
+        r if r == reasons::NAMESPACE_NOT_ALLOWED => Some("namespace"),
+        _ => None,
+    };
+    let again = before == Some(("False", allowed.reason));
+    if let (Some(label), ConditionStatus::False, false) = (label, allowed.status, again) {
+        effects.push(Effect::CountIdentityDenied(label));
+    }
+    let verdict = if creds.ready() {
+        CredentialsVerdict::Ready(creds.secret.clone())
+    } else {
+        CredentialsVerdict::Blocked
+    };
+    CheckPlan {
+        verdict,
+        conditions: Some((allowed.clone(), creds.credentials_mirrored.clone())),
+        effects,
+    }
 }
 
 async fn check_now<K: Workload>(
@@ -109,60 +176,31 @@ async fn check_now<K: Workload>(
     obj: &K,
     identity: Option<&IdentityReference>,
     draft: &mut Draft,
-) -> Result<(CredentialsVerdict, Option<Checked>), Error> {
+) -> (CheckPlan, Option<Checked>) {
     let ns = obj.namespace().unwrap_or_default();
     let owner = obj.owner_reference();
-    let creds = ensure_credentials(
-        &ctx.client,
-        &User {
-            namespace: &ns,
-            owner: &owner,
-            identity,
-        },
-    )
-    .await;
-    for e in &creds.events {
-        event(ctx, obj, false, e.reason(), "Credentials", e.note()).await;
-    }
-    let checked = Checked {
+    let user = User {
+        namespace: &ns,
+        owner: &owner,
+        identity,
+    };
+    // The probe: only the apiserver knows the identity, its Secret and the
+    // mirror (which it makes current).
+    let creds = ensure_credentials(&ctx.client, &user).await;
+    let before = obj
+        .condition(conditions::IDENTITY_ALLOWED)
+        .map(|c| (c.status.as_str(), c.reason.as_str()));
+    let planned = plan_check(identity.is_some(), &creds, before);
+    set_conditions(draft, planned.conditions.clone());
+    // A blocked check is not remembered: every user repeats it until it
+    // clears.
+    let checked = (planned.verdict != CredentialsVerdict::Blocked).then(|| Checked {
         identity_allowed: creds.identity_allowed.clone(),
         credentials_mirrored: creds.credentials_mirrored.clone(),
         secret: creds.secret.clone(),
         mirror_owners: creds.mirror_owners.iter().cloned().collect(),
-    };
-    if identity.is_none() {
-        draft.remove(conditions::IDENTITY_ALLOWED);
-        draft.remove(conditions::CREDENTIALS_MIRRORED);
-        return Ok((CredentialsVerdict::Ready(None), Some(checked)));
-    }
-    count_denial(ctx, obj, &creds.identity_allowed);
-    draft.set(conditions::IDENTITY_ALLOWED, &creds.identity_allowed);
-    draft.set(
-        conditions::CREDENTIALS_MIRRORED,
-        &creds.credentials_mirrored,
-    );
-    if creds.ready() {
-        Ok((CredentialsVerdict::Ready(creds.secret), Some(checked)))
-    } else {
-        Ok((CredentialsVerdict::Blocked, None))
-    }
-}
-
-/// Counts an identity's refusal (`captf_identity_denied_total`) when the
-/// object's `IdentityAllowed` turns into it, not on every pass that
-/// repeats it.
-fn count_denial<K: Workload>(ctx: &Context, obj: &K, allowed: &ConditionValue) {
-    use captf_api::names::reasons;
-    let label = match allowed.reason {
-        r if r == reasons::IDENTITY_NOT_FOUND => "notfound",
-        r if r == reasons::NAMESPACE_NOT_ALLOWED => "namespace",
-        _ => return,
-    };
-    let before = obj.condition(conditions::IDENTITY_ALLOWED);
-    let again = before.is_some_and(|c| c.status == "False" && c.reason == allowed.reason);
-    if allowed.status == "False" && !again {
-        ctx.metrics.identity_denied(label);
-    }
+    });
+    (planned, checked)
 }
 
 /// The object leaves: its ownerReference leaves the mirror (the mirror
@@ -263,6 +301,83 @@ mod tests {
         assert!(
             local.covers(&b.uid().unwrap()),
             "no mirror (a local Secret): the check holds for the namespace"
+        );
+    }
+
+    fn creds(allowed: (&str, &'static str), secret: Option<&str>) -> Credentials {
+        let value = |status: &str, reason: &'static str| ConditionValue {
+            status: status.parse().unwrap(),
+            reason,
+            message: String::new(),
+        };
+        Credentials {
+            identity_allowed: value(allowed.0, allowed.1),
+            credentials_mirrored: value("True", "Mirrored"),
+            secret: secret.map(str::to_owned),
+            events: vec![crate::identity::MirrorEvent::Created(
+                "captf-creds-a".into(),
+            )],
+            mirror_owners: Vec::new(),
+        }
+    }
+
+    /// The plan's writes without their notes.
+    fn shape(plan: &CheckPlan) -> Vec<String> {
+        plan.effects
+            .iter()
+            .map(|e| match e {
+                Effect::Event { reason, .. } => reason.to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_fresh_check_sets_both_conditions_and_counts_a_refusal_once() {
+        let ready = plan_check(
+            true,
+            &creds(("True", "Allowed"), Some("captf-creds-a")),
+            None,
+        );
+        assert_eq!(
+            ready.verdict,
+            CredentialsVerdict::Ready(Some("captf-creds-a".into()))
+        );
+        assert!(ready.conditions.is_some());
+        assert_eq!(shape(&ready), ["MirrorCreated"]);
+        let refused = creds(("False", reasons::IDENTITY_NOT_FOUND), None);
+        let first = plan_check(true, &refused, Some(("True", "Allowed")));
+        assert_eq!(first.verdict, CredentialsVerdict::Blocked);
+        assert_eq!(
+            shape(&first),
+            ["MirrorCreated", "CountIdentityDenied(\"notfound\")"]
+        );
+        let again = plan_check(true, &refused, Some(("False", reasons::IDENTITY_NOT_FOUND)));
+        assert_eq!(
+            shape(&again),
+            ["MirrorCreated"],
+            "a refusal that goes on is not counted again"
+        );
+        let namespace = creds(("False", reasons::NAMESPACE_NOT_ALLOWED), None);
+        assert!(
+            shape(&plan_check(true, &namespace, None))
+                .contains(&"CountIdentityDenied(\"namespace\")".to_owned())
+        );
+    }
+
+    #[test]
+    fn without_an_identity_the_conditions_go_and_jobs_mount_nothing() {
+        let plan = plan_check(
+            false,
+            &creds(("False", reasons::IDENTITY_NOT_FOUND), None),
+            None,
+        );
+        assert_eq!(plan.verdict, CredentialsVerdict::Ready(None));
+        assert_eq!(plan.conditions, None);
+        assert_eq!(
+            shape(&plan),
+            ["MirrorCreated"],
+            "a mirror left behind is still announced"
         );
     }
 }

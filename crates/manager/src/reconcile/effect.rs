@@ -98,6 +98,9 @@ pub enum Effect {
     CountInputsChanged,
     /// A restore ended this way (`not_found`: its request named no backup).
     CountRestore(&'static str),
+    /// `IdentityAllowed` turned into this refusal (`notfound`,
+    /// `namespace`).
+    CountIdentityDenied(&'static str),
     /// `StateReadable` turned False for this reason (`lost`, `corrupt`…).
     CountStateReadFailed(&'static str),
 }

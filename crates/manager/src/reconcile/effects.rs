@@ -123,6 +123,7 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
         Effect::CountLeaseWait(what) => ctx.metrics.lease_wait_started(K::KIND.kind(), what),
         Effect::CountInputsChanged => ctx.metrics.inputs_hash_changed(K::KIND.kind()),
         Effect::CountRestore(result) => ctx.metrics.state_restore(K::KIND.kind(), result),
+        Effect::CountIdentityDenied(reason) => ctx.metrics.identity_denied(reason),
         Effect::CountStateReadFailed(reason) => {
             ctx.metrics.state_read_failed(K::KIND.kind(), reason)
         }

@@ -180,7 +180,9 @@ async fn check_runner<K: Workload>(
     loaded: &Loaded,
     draft: &mut Draft,
 ) -> Result<Result<CredentialsVerdict, Action>, Error> {
-    let verdict = super::credentials::check(ctx, obj, shared.identity.as_ref(), draft).await?;
+    let (verdict, writes) =
+        super::credentials::check(ctx, obj, shared.identity.as_ref(), draft).await?;
+    effects::apply(ctx, obj, &writes).await?;
     if verdict == CredentialsVerdict::Blocked {
         let action = Action::requeue(Duration::from_secs(15));
         return Ok(Err(

@@ -182,7 +182,8 @@ pub async fn resync<K: Workload>(
     if let Some(settled) = &entry.credentials {
         let generation = obj.meta().generation.unwrap_or(0);
         let mut draft = Draft::new(obj.conditions(), generation, SystemTime::now());
-        let verdict = credentials::check(ctx, obj, identity, &mut draft).await?;
+        let (verdict, writes) = credentials::check(ctx, obj, identity, &mut draft).await?;
+        super::effects::apply(ctx, obj, &writes).await?;
         if verdict != *settled || !same_credentials_conditions(obj, &draft) {
             return Ok(None);
         }
