@@ -277,6 +277,7 @@ async fn an_externally_managed_pool_being_deleted_lets_its_finalizer_go_and_dest
                 json!("another-controller");
         });
     world.fake.delete(TERRAFORM_MACHINE_POOLS, NS, "pool-a");
+    let before = world.mock.calls().len();
     assert_eq!(
         world.pool_pass("pool-a").await,
         [
@@ -295,6 +296,16 @@ async fn an_externally_managed_pool_being_deleted_lets_its_finalizer_go_and_dest
             .get(TERRAFORM_MACHINE_POOLS, NS, "pool-a")
             .is_none(),
         "the finalizer went"
+    );
+    let announced: Vec<String> = world.mock.calls()[before..]
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.ends_with("/events"))
+        .map(|c| c.body["reason"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        announced,
+        ["ExternallyManagedReleased"],
+        "the release is announced, and nothing else"
     );
     let destroys = world.fake.list(JOBS, NS).into_iter().filter(|j| {
         j["metadata"]["name"]
