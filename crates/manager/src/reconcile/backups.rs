@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
 use super::effect::Effect;
-use super::open_pass::OpenPass;
+use super::open_pass::{Closing, OpenPass};
 use super::pass;
 use super::status::Draft;
 use super::workload::Workload;
@@ -71,20 +71,29 @@ pub enum BackupOutcome {
     Failed,
 }
 
-/// The backup the state read owes, if any. A serial that needs none is
-/// recorded as seen in `status.observedStateSerial` at once.
+/// What a state read owes: a backup, or (a serial that needs none) the
+/// serial to record as seen in `status.observedStateSerial` at once.
+#[derive(Debug, Default)]
+pub struct OwedBackup {
+    pub due: Option<BackupDue>,
+    pub seen_serial: Option<u64>,
+}
+
+/// The backup the state read owes, if any.
 pub fn owed_backup<K: Workload>(
     obj: &K,
-    p: &mut OpenPass,
+    p: &OpenPass,
     backups_kept: bool,
     read: &Result<StateSummary, StateError>,
     secrets: &[Secret],
-) -> Option<BackupDue> {
-    let state = read.as_ref().ok()?;
+) -> OwedBackup {
+    let Ok(state) = read.as_ref() else {
+        return OwedBackup::default();
+    };
     // While a Job runs the serial it writes is not adopted yet (no inputs
     // hash on it): it is backed up once the Job is bookkept.
     if state.serial < 1 || p.active.is_some() {
-        return None;
+        return OwedBackup::default();
     }
     let seen = obj
         .workspace_status()
@@ -93,24 +102,29 @@ pub fn owed_backup<K: Workload>(
     // A restore's push writes the next serial (the backend counts every
     // write): a version of its own, backed up like any other.
     if !plan::backup_due(state.serial, seen, backups_kept, p.deleting()) {
-        if seen != Some(state.serial) && !p.deleting() {
-            p.draft.field("observedStateSerial", state.serial);
-        }
-        return None;
+        let unseen = seen != Some(state.serial) && !p.deleting();
+        return OwedBackup {
+            due: None,
+            seen_serial: unseen.then_some(state.serial),
+        };
     }
     let suffix = state_suffix(
         K::KIND,
         &obj.namespace().unwrap_or_default(),
         &obj.name_any(),
     );
-    Some(BackupDue {
+    let due = BackupDue {
         serial: state.serial,
         lineage: state.lineage.clone(),
         resources: state.managed_resources as u32,
         inputs_hash: state.inputs_hash.clone(),
         source_job: source_job(p),
         payloads: payloads(&suffix, secrets),
-    })
+    };
+    OwedBackup {
+        due: Some(due),
+        seen_serial: None,
+    }
 }
 
 /// Takes the backup `due` owes and prunes. A write that fails is logged
@@ -131,7 +145,7 @@ pub async fn back_up<K: Workload>(ctx: &Context, obj: &K, due: &BackupDue) -> Ba
 
 /// What a backup's outcome puts in the status: the serial seen and the
 /// backups listed, or a retry soon.
-pub fn record_backup(p: &mut OpenPass, outcome: Option<&BackupOutcome>) {
+pub fn record_backup(c: &mut Closing, outcome: Option<&BackupOutcome>) {
     match outcome {
         None => {}
         Some(BackupOutcome::Done {
@@ -139,11 +153,11 @@ pub fn record_backup(p: &mut OpenPass, outcome: Option<&BackupOutcome>) {
             state_backups,
         }) => {
             if let Some(listed) = state_backups {
-                p.draft.field("stateBackups", listed.clone());
+                c.status.field("stateBackups", listed.clone());
             }
-            p.draft.field("observedStateSerial", *serial);
+            c.status.field("observedStateSerial", *serial);
         }
-        Some(BackupOutcome::Failed) => p.retry_after = Some(BACKUP_RETRY),
+        Some(BackupOutcome::Failed) => c.retry_after = Some(BACKUP_RETRY),
     }
 }
 
@@ -294,16 +308,25 @@ fn last_restored<K: Workload>(draft: &Draft, live: &K) -> Option<u64> {
     })
 }
 
+/// What a restore request asks for: the backup to restore, or (naming no
+/// complete backup) its condition and writes (`plan_restore_not_found`).
+#[derive(Debug, Default)]
+pub struct RequestedRestore {
+    pub target: Option<RestoreTarget>,
+    pub not_found: Option<ConditionValue>,
+    pub writes: Vec<Effect>,
+}
+
 /// The backup a `captf.io/restore-state` annotation asks to restore, read
-/// live (a stale cache must not run a consumed restore again), and the
-/// writes a request naming no complete backup asks for
-/// (`plan_restore_not_found`; it starts nothing).
+/// live (a stale cache must not run a consumed restore again); a request
+/// naming no complete backup starts nothing. `opened_status`: the status
+/// as the opening left it (bookkeeping may have recorded a restore).
 pub async fn requested_restore<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
-) -> Result<(Option<RestoreTarget>, Vec<Effect>), Error> {
-    let none = || Ok((None, Vec::new()));
+    opened_status: &Draft,
+) -> Result<RequestedRestore, Error> {
+    let none = || Ok(RequestedRestore::default());
     let Some(cached) = obj.annotations().get(annotations::RESTORE_STATE) else {
         return none();
     };
@@ -313,7 +336,7 @@ pub async fn requested_restore<K: Workload>(
         .trim()
         .parse::<u64>()
         .ok()
-        .is_some_and(|s| last_restored(&p.draft, obj) == Some(s))
+        .is_some_and(|s| last_restored(opened_status, obj) == Some(s))
     {
         return none();
     }
@@ -327,15 +350,21 @@ pub async fn requested_restore<K: Workload>(
     };
     let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
     let sets = plan::sets(&list_chunks(&ctx.client, &ns, &suffix).await?);
-    match plan::restore_target(&value, &sets, last_restored(&p.draft, &live)) {
-        Ok(RestoreRequest::Restore(set)) => Ok((Some(RestoreTarget::of(set)), Vec::new())),
+    match plan::restore_target(&value, &sets, last_restored(opened_status, &live)) {
+        Ok(RestoreRequest::Restore(set)) => Ok(RequestedRestore {
+            target: Some(RestoreTarget::of(set)),
+            ..RequestedRestore::default()
+        }),
         Ok(RestoreRequest::AlreadyRestored) => none(),
         Err(e) => {
             let before = obj.condition(conditions::RESTORE_JOB_SUCCEEDED);
             let reported = before.map(|c| (c.reason.as_str(), c.message.as_str()));
             let (v, writes) = plan_restore_not_found(&value, &e.to_string(), reported);
-            p.draft.set(conditions::RESTORE_JOB_SUCCEEDED, &v);
-            Ok((None, writes))
+            Ok(RequestedRestore {
+                target: None,
+                not_found: Some(v),
+                writes,
+            })
         }
     }
 }

@@ -14,10 +14,11 @@ use super::effect::Effect;
 use super::effects;
 use super::job_start::{StartOutcome, StartRequest, StartSettings, execute_start, plan_start};
 use super::leaving::{Leaving, leaving_effects};
-use super::open_pass::OpenPass;
+use super::open_pass::{Closing, Measured, OpenPass};
 use super::pass;
 use super::pass_conditions::set_ready;
 use super::slots::SlotAnswer;
+use super::status::Draft;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::{ACTIVE_JOB_REQUEUE, Decision, Op};
@@ -51,7 +52,7 @@ async fn racing_holder<K: Workload>(
 pub async fn close<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &mut Closing,
     requeue: Option<Duration>,
 ) -> Result<Action, Error> {
     let requeue = match (requeue, p.retry_after) {
@@ -59,21 +60,21 @@ pub async fn close<K: Workload>(
         (r, retry) => r.or(retry),
     };
     let mut requeue = requeue;
-    if p.active.is_none() && p.block_move {
+    if p.pass.active.is_none() && p.pass.block_move {
         // No Job runs: block-move goes, unless a start racing this pass
         // holds the run lease (its Job is about to exist).
-        match racing_holder(ctx, obj, p).await? {
+        match racing_holder(ctx, obj, &p.pass).await? {
             Some(_) => requeue = Some(requeue.map_or(RACE_REQUEUE, |r| r.min(RACE_REQUEUE))),
-            None => pass::set_block_move(ctx, obj, &mut p.block_move, false).await?,
+            None => pass::set_block_move(ctx, obj, &mut p.pass.block_move, false).await?,
         }
     }
-    let provisioned = p.draft.stamps().provisioned.unwrap_or(obj.provisioned());
-    set_ready::<K>(&mut p.draft, provisioned);
-    super::status_patch::write_status(ctx, obj, &p.draft, &p.booked.marks).await?;
+    let provisioned = p.status.stamps().provisioned.unwrap_or(obj.provisioned());
+    set_ready::<K>(&mut p.status, provisioned);
+    super::status_patch::write_status(ctx, obj, &p.status, &p.pass.booked.marks).await?;
     export_gauges(ctx, obj, p);
-    if p.active.is_none() && !p.deleting() {
+    if p.pass.active.is_none() && !p.pass.deleting() {
         // Nothing runs: the resyncs until `requeue` may stand on this pass.
-        super::quiet::settle(ctx, obj, requeue, p.credentials.clone());
+        super::quiet::settle(ctx, obj, requeue, p.pass.credentials.clone());
     }
     let after = requeue
         .unwrap_or(ctx.config.sync_period)
@@ -83,12 +84,12 @@ pub async fn close<K: Workload>(
 
 /// The per-object gauges from the conditions this pass wrote and the
 /// sizes it measured.
-fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &OpenPass) {
+fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &Closing) {
     use crate::metrics::{ConditionValue as Tri, ObjectGauges};
-    let status = |t: &str| Tri::from_status(p.draft.get(t).map(|c| c.status.as_str()));
+    let status = |t: &str| Tri::from_status(p.status.get(t).map(|c| c.status.as_str()));
     let mut successes = Vec::new();
-    for op in scheduled_success_ops(p) {
-        if let Some(t) = last_success(&p.loaded.records(), op) {
+    for op in scheduled_success_ops(&p.pass) {
+        if let Some(t) = last_success(&p.pass.loaded.records(), op) {
             let secs = t
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
@@ -96,7 +97,7 @@ fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &OpenPass) {
             successes.push((op.as_str().to_owned(), secs));
         }
     }
-    let unhealthy_samples = match p.draft.stamps().unhealthy_samples {
+    let unhealthy_samples = match p.status.stamps().unhealthy_samples {
         Some(set) => Some(u64::from(set.unwrap_or(0))),
         None => obj.unhealthy_samples().map(u64::from),
     };
@@ -107,7 +108,7 @@ fn export_gauges<K: Workload>(ctx: &Context, obj: &K, p: &OpenPass) {
         &ObjectGauges {
             ready: status(conditions::READY),
             infrastructure_healthy: Some(status(conditions::INFRASTRUCTURE_HEALTHY)),
-            drift_detected: p.draft.is_true(conditions::DRIFT_DETECTED),
+            drift_detected: p.status.is_true(conditions::DRIFT_DETECTED),
             state: p.measured.state,
             inputs_bytes: p.measured.inputs_bytes,
             unhealthy_samples,
@@ -157,17 +158,17 @@ pub fn count_outputs_invalid<K: Workload>(ctx: &Context, obj: &K, v: &ConditionV
 pub async fn close_active<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &mut Closing,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    let active = p.active.clone().expect("an active Job");
+    let active = p.pass.active.clone().expect("an active Job");
     let replaced = super::pull_fallback::check(ctx, obj, p, &active, now).await?;
     if replaced || pass::delete_if_stuck(ctx, obj, &active, now).await? {
-        p.draft.field("activeJob", Value::Null);
+        p.status.field("activeJob", Value::Null);
         return close(ctx, obj, p, Some(Duration::from_secs(1))).await;
     }
-    pass::set_block_move(ctx, obj, &mut p.block_move, true).await?;
-    p.draft.field(
+    pass::set_block_move(ctx, obj, &mut p.pass.block_move, true).await?;
+    p.status.field(
         "activeJob",
         captf_api::common::ActiveJob {
             name: active.name.clone(),
@@ -183,14 +184,14 @@ pub async fn close_active<K: Workload>(
 pub async fn start_job<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &mut Closing,
     req: StartRequest,
     decision: &Decision,
     now: SystemTime,
 ) -> Result<Action, Error> {
     let op = req.op;
     if let Some(v) = crate::engine::job_conditions::job_policy_invalid(&req.jobs, op) {
-        p.draft.set(conditions::APPLY_JOB_SUCCEEDED, &v);
+        p.status.set(conditions::APPLY_JOB_SUCCEEDED, &v);
         let requeue = crate::engine::job_conditions::JOB_POLICY_REQUEUE;
         return close(ctx, obj, p, Some(requeue)).await;
     }
@@ -201,7 +202,7 @@ pub async fn start_job<K: Workload>(
         SlotAnswer::Wait(requeue) => return close(ctx, obj, p, Some(requeue)).await,
     };
     let mut req = req;
-    let (id, version) = stale_lock(ctx, obj, &mut p.draft).await?;
+    let (id, version) = stale_lock(ctx, obj, &mut p.status).await?;
     req.force_unlock = id;
     if op == Op::Apply {
         // Lock evidence: if this apply fails with neither a pod nor a
@@ -209,10 +210,10 @@ pub async fn start_job<K: Workload>(
         req.annotations
             .insert(annotations::STATE_LOCK_VERSION.to_owned(), version);
     }
-    let records = p.loaded.records();
+    let records = p.pass.loaded.records();
     let (announcements, drift) = plan_start_announcements(decision.reason, op, &records);
     if let Some(v) = &drift {
-        p.draft.set(conditions::DRIFT_DETECTED, v);
+        p.status.set(conditions::DRIFT_DETECTED, v);
     }
     effects::apply(ctx, obj, &announcements).await?;
     let config = StartSettings {
@@ -222,15 +223,23 @@ pub async fn start_job<K: Workload>(
     };
     let planned_unlock = req.force_unlock.clone();
     let planned = plan_start(obj, &records, req, &config);
-    let outcome = execute_start(ctx, obj, &planned, &mut p.draft, &mut p.block_move, now).await?;
+    let outcome = execute_start(
+        ctx,
+        obj,
+        &planned,
+        &mut p.status,
+        &mut p.pass.block_move,
+        now,
+    )
+    .await?;
     let requeue = match outcome {
         StartOutcome::Started { job } => {
             let ns = obj.namespace().unwrap_or_default();
-            slot.started(&ns, &job, &p.shared.cluster_name);
+            slot.started(&ns, &job, &p.pass.shared.cluster_name);
             if let Some(id) = &planned_unlock {
                 effects::apply(ctx, obj, &[force_unlock_warning(&job, id, op)]).await?;
             }
-            p.active = Some(JobRecord {
+            p.pass.active = Some(JobRecord {
                 name: job,
                 op,
                 attempt: 0,
@@ -301,12 +310,12 @@ pub async fn report_locked<K: Workload>(
 pub async fn retain_and_release<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &mut Closing,
 ) -> Result<Action, Error> {
-    if racing_holder(ctx, obj, p).await?.is_some() {
+    if racing_holder(ctx, obj, &p.pass).await?.is_some() {
         return close(ctx, obj, p, Some(RACE_REQUEUE)).await;
     }
-    super::status_patch::write_status(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::status_patch::write_status(ctx, obj, &p.status, &p.pass.booked.marks).await?;
     effects::apply(ctx, obj, &leaving_effects(&Leaving::Retained)).await?;
     Ok(Action::await_change())
 }
@@ -315,18 +324,19 @@ pub async fn retain_and_release<K: Workload>(
 pub async fn release_after_destroy<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &mut Closing,
 ) -> Result<Action, Error> {
-    if !p.deleting() {
+    if !p.pass.deleting() {
         return close(ctx, obj, p, None).await;
     }
-    if racing_holder(ctx, obj, p).await?.is_some() {
+    if racing_holder(ctx, obj, &p.pass).await?.is_some() {
         return close(ctx, obj, p, Some(RACE_REQUEUE)).await;
     }
     // The status goes first so the bookkept marks land; the object may be
     // gone right after the finalizer.
-    super::status_patch::write_status(ctx, obj, &p.draft, &p.booked.marks).await?;
+    super::status_patch::write_status(ctx, obj, &p.status, &p.pass.booked.marks).await?;
     let by = p
+        .pass
         .loaded
         .records()
         .into_iter()
@@ -337,13 +347,33 @@ pub async fn release_after_destroy<K: Workload>(
     Ok(Action::await_change())
 }
 
-/// What a kind's plan made of its snapshot (the status draft is in the
-/// pass): the writes in order, the decision, and how the pass ends.
+/// What a kind's plan made of its snapshot: the status, what it measured,
+/// the writes in order, the decision, and how the pass ends.
 #[derive(Debug)]
 pub struct PassPlan {
+    pub status: Draft,
+    pub measured: Measured,
     pub effects: Vec<Effect>,
     pub decision: Option<Decision>,
     pub ending: PassEnding,
+}
+
+impl PassPlan {
+    /// A plan that ends the pass before any decision.
+    pub fn undecided(
+        status: Draft,
+        measured: Measured,
+        effects: Vec<Effect>,
+        ending: PassEnding,
+    ) -> Self {
+        PassPlan {
+            status,
+            measured,
+            effects,
+            decision: None,
+            ending,
+        }
+    }
 }
 
 /// The execute stage of every kind: the plan's effects in order, then
@@ -351,12 +381,13 @@ pub struct PassPlan {
 pub async fn execute<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    pass: OpenPass,
     plan: PassPlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    make_effects(ctx, obj, p, &plan.effects).await?;
-    close_as_planned(ctx, obj, p, plan.ending, plan.decision, now).await
+    let mut closing = Closing::new(pass, plan.status, plan.measured);
+    make_effects(ctx, obj, &mut closing, &plan.effects).await?;
+    close_as_planned(ctx, obj, &mut closing, plan.ending, plan.decision, now).await
 }
 
 /// Makes a plan's effects in order; how a backup among them went goes into
@@ -364,7 +395,7 @@ pub async fn execute<K: Workload>(
 pub async fn make_effects<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &mut Closing,
     writes: &[Effect],
 ) -> Result<(), Error> {
     let applied = effects::apply(ctx, obj, writes).await?;
@@ -389,7 +420,7 @@ pub enum PassEnding {
 pub async fn close_as_planned<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &mut Closing,
     ending: PassEnding,
     decision: Option<Decision>,
     now: SystemTime,

@@ -15,6 +15,7 @@ use super::effect::Effect;
 use super::job_start::StartRequest;
 use super::open_pass::OpenPass;
 use super::rendered::Rendered;
+use super::status::Draft;
 use crate::adapters::exports_guard::{
     AppliedExports, ApplyJob, Baseline, GuardInput, GuardVerdict, applied_exports, blocked_message,
     blocking_job, failed_part_way, verdict,
@@ -116,7 +117,8 @@ fn recorded_exports(r: &InputsRecord) -> Option<JsonText> {
 #[allow(clippy::too_many_arguments)]
 pub fn plan_guard(
     obj: &TerraformMachinePool,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    status: &mut Draft,
     built: &Built,
     read: &Result<StateSummary, StateError>,
     applied: Option<&InputsRecord>,
@@ -163,7 +165,7 @@ pub fn plan_guard(
         writes.push(Effect::WriteAttemptRecord(Box::new(next)));
     }
 
-    set_apply_condition(obj, p, &v, &approval);
+    set_apply_condition(obj, p, status, &v, &approval);
     if v == GuardVerdict::Unguarded && approved_by.is_some() && !p.deleting() {
         // An approval left on the pool is consumed so the same change
         // returning needs a new one.
@@ -288,7 +290,8 @@ fn apply_jobs(p: &OpenPass) -> Vec<ApplyJob<'_>> {
 /// and its last real outcome once the change that waited is gone.
 fn set_apply_condition(
     obj: &TerraformMachinePool,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    status: &mut Draft,
     v: &GuardVerdict,
     approval: &str,
 ) {
@@ -299,7 +302,7 @@ fn set_apply_condition(
             v,
             approval,
         );
-        p.draft.set(
+        status.set(
             conditions::APPLY_JOB_SUCCEEDED,
             &ConditionValue {
                 status: ConditionStatus::False,
@@ -308,7 +311,7 @@ fn set_apply_condition(
             },
         );
     } else if *v == GuardVerdict::Unguarded
-        && p.draft
+        && status
             .get(conditions::APPLY_JOB_SUCCEEDED)
             .is_some_and(|c| c.reason == reasons::DESTRUCTIVE_PLAN_BLOCKED)
     {
@@ -318,7 +321,7 @@ fn set_apply_condition(
             "{}; the exports change that waited for approval is no longer rendered",
             c.message
         );
-        p.draft.set(conditions::APPLY_JOB_SUCCEEDED, &c);
+        status.set(conditions::APPLY_JOB_SUCCEEDED, &c);
     }
 }
 

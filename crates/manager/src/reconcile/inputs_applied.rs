@@ -7,6 +7,7 @@ use captf_api::names::{conditions, reasons};
 
 use super::open_pass::OpenPass;
 use super::rendered::Rendered;
+use super::status::Draft;
 use crate::engine::decide::{Action, Decision, Op, Reason};
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::state::reader::{StateError, StateSummary};
@@ -112,8 +113,8 @@ pub fn view<'a>(
     }
 }
 
-/// Sets the condition on the pass's draft, except while deleting or paused.
-pub fn set(p: &mut OpenPass, v: &InputsView<'_>, decision: Option<&Decision>) {
+/// Sets the condition in the status, except while deleting or paused.
+pub fn set(p: &OpenPass, status: &mut Draft, v: &InputsView<'_>, decision: Option<&Decision>) {
     if p.deleting() || p.shared.paused {
         return;
     }
@@ -122,7 +123,7 @@ pub fn set(p: &mut OpenPass, v: &InputsView<'_>, decision: Option<&Decision>) {
         None if v.mutable || v.applied.is_none() => unavailable(),
         None => return,
     };
-    p.draft.set(conditions::INPUTS_APPLIED, &c);
+    status.set(conditions::INPUTS_APPLIED, &c);
 }
 
 #[cfg(test)]

@@ -56,12 +56,12 @@ fn status_time<K: Workload>(obj: &K, draft: &Draft, which: CheckTime) -> Option<
 /// exactly the inputs it has now (`current_hash`: the rendered inputs, or a
 /// provisioned machine's pinned ones): nothing is due, so say it is applied.
 pub fn settle_adopted_state(
-    p: &mut OpenPass,
+    p: &OpenPass,
+    status: &mut Draft,
     read: &Result<StateSummary, StateError>,
     current_hash: Option<&str>,
 ) {
-    let no_apply_yet = p
-        .draft
+    let no_apply_yet = status
         .get(conditions::APPLY_JOB_SUCCEEDED)
         .is_none_or(|c| c.reason == reasons::NO_APPLY_YET);
     let no_jobs = !p
@@ -71,7 +71,7 @@ pub fn settle_adopted_state(
         .any(|o| matches!(o.record.op, Op::Apply | Op::Plan | Op::Destroy));
     let state_hash = read.as_ref().ok().and_then(|s| s.inputs_hash.as_deref());
     if no_apply_yet && no_jobs && current_hash.is_some() && current_hash == state_hash {
-        p.draft.set(
+        status.set(
             conditions::APPLY_JOB_SUCCEEDED,
             &ConditionValue {
                 status: ConditionStatus::True,
@@ -82,19 +82,35 @@ pub fn settle_adopted_state(
     }
 }
 
+/// What the outputs told the decision.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OutputsSeen {
+    pub provisioned: bool,
+    /// The module's health reads `pending`.
+    pub health_pending: bool,
+    /// The apply's own outputs gave a definite health reading: no refresh
+    /// after it is owed.
+    pub definite: bool,
+}
+
 /// The decision of this pass, with the deletion end: a deleting object
 /// whose destroy succeeded (after its last apply) is released.
 #[allow(clippy::too_many_arguments)]
 pub fn decide_op<K: Workload>(
     obj: &K,
     p: &OpenPass,
+    status: &Draft,
     stored: &Stored,
     current: Option<&Rendered>,
     gate: ApplyGate,
-    health_pending: bool,
-    provisioned: bool,
+    seen: OutputsSeen,
     now: SystemTime,
 ) -> Decision {
+    let OutputsSeen {
+        provisioned,
+        health_pending,
+        definite,
+    } = seen;
     let records = p.loaded.records();
     let destroyed = last_success(&records, Op::Destroy);
     if p.deleting() && destroyed.is_some() && destroyed >= last_success(&records, Op::Apply) {
@@ -108,8 +124,8 @@ pub fn decide_op<K: Workload>(
     let ever_applied = provisioned || last_success(&records, Op::Apply).is_some();
     let unconfirmed_apply = stored.unconfirmed_apply.is_some();
     let state = state_view(&stored.read, ever_applied, unconfirmed_apply);
-    let last_check = status_time(obj, &p.draft, CheckTime::LastDriftCheck);
-    let last_refresh = status_time(obj, &p.draft, CheckTime::LastRefresh);
+    let last_check = status_time(obj, status, CheckTime::LastDriftCheck);
+    let last_refresh = status_time(obj, status, CheckTime::LastRefresh);
     let last_apply_success = last_success(&records, Op::Apply);
     let input = DecideInput {
         now,
@@ -135,13 +151,14 @@ pub fn decide_op<K: Workload>(
         drift: DriftView {
             interval: p.shared.drift_interval,
             last_check,
-            detected: p.draft.is_true(conditions::DRIFT_DETECTED),
+            detected: status.is_true(conditions::DRIFT_DETECTED),
             remediate: p.shared.drift_remediate,
             remediation_failures: history::remediation_failures(&records, last_check),
         },
         refresh: RefreshView {
             last: last_refresh,
             after_apply_due: p.shared.after_apply_refresh
+                && !definite
                 && last_apply_success.is_some_and(|a| last_refresh.is_none_or(|r| r < a)),
             health_pending,
             pending_refreshes: obj
@@ -204,6 +221,7 @@ pub enum DecidedEnding {
 pub fn decided_ending<K: Workload>(
     obj: &K,
     p: &OpenPass,
+    status: &Draft,
     stored: &Stored,
     decision: &Decision,
     current: Option<&Rendered>,
@@ -221,7 +239,7 @@ pub fn decided_ending<K: Workload>(
     if op == Op::Apply && current.is_none() {
         return DecidedEnding::Ends(PassEnding::Close(Some(inputs_wait)));
     }
-    match start_request(obj, p, stored, op, remediation, current) {
+    match start_request(obj, p, status, stored, op, remediation, current) {
         Some(req) => DecidedEnding::Start(Box::new(req)),
         None => DecidedEnding::Unstartable(op),
     }
@@ -246,6 +264,7 @@ struct RunInputs {
 pub fn start_request<K: Workload>(
     obj: &K,
     p: &OpenPass,
+    status: &Draft,
     stored: &Stored,
     op: Op,
     remediation: bool,
@@ -267,7 +286,7 @@ pub fn start_request<K: Workload>(
             let tick = if remediation {
                 format!(
                     "remediate/{}",
-                    rfc3339(status_time(obj, &p.draft, CheckTime::LastDriftCheck))
+                    rfc3339(status_time(obj, status, CheckTime::LastDriftCheck))
                 )
             } else {
                 String::new()
@@ -280,7 +299,7 @@ pub fn start_request<K: Workload>(
             } else {
                 CheckTime::LastDriftCheck
             };
-            let tick = rfc3339(status_time(obj, &p.draft, key));
+            let tick = rfc3339(status_time(obj, status, key));
             refresh_inputs(p, current, described, state_hash, tick)?
         }
         Op::Destroy => {

@@ -1,5 +1,8 @@
-//! A pass past its opening stages: the status draft, the object's Jobs and
-//! what bookkeeping made of them, and what the opening stages learned.
+//! A pass past its opening stages: what they learned (`OpenPass`, read
+//! only from there on), the status they began (`Draft`, handed on to the
+//! plan, which returns it), and what a deleting object's opening read
+//! (`EarlyReads`, handed to the fetch so nothing is read twice). The
+//! execute stage keeps its own `Closing`.
 
 use std::time::Duration;
 
@@ -19,10 +22,10 @@ pub struct Records {
     pub attempt: Option<InputsRecord>,
 }
 
-/// A pass past the preamble: its status draft, the object's Jobs and what
-/// bookkeeping made of them, and what the opening stages learned.
+/// What the opening stages learned: the object's Jobs and what bookkeeping
+/// made of them, the settings, the credentials verdict. No stage after the
+/// opening changes it; the execute stage's `Closing` owns it at the end.
 pub struct OpenPass {
-    pub draft: Draft,
     pub loaded: Loaded,
     pub booked: Bookkept,
     pub active: Option<JobRecord>,
@@ -30,19 +33,57 @@ pub struct OpenPass {
     pub credentials_secret: Option<String>,
     /// The credentials verdict of the pass; `None` when it checked none.
     pub credentials: Option<super::credentials::CredentialsVerdict>,
-    /// The state as read at the opening of a deleting object's pass.
-    pub(super) early_state: Option<Result<StateSummary, StateError>>,
-    /// The applied and attempt records as read at that opening.
-    pub(super) early_records: Option<Records>,
     /// Whether the object carries the block-move annotation now.
     pub block_move: bool,
-    /// A write of this pass's fetch stage failed and is tried again by a
-    /// pass this soon (whatever the plan's own requeue).
-    pub retry_after: Option<Duration>,
+    pub(super) deleting: bool,
+}
+
+/// What a deleting object's opening read, still current (bookkeeping that
+/// adopted a state or wrote the records drops the part it made stale).
+#[derive(Default)]
+pub struct EarlyReads {
+    /// The state.
+    pub(super) state: Option<Result<StateSummary, StateError>>,
+    /// The applied and attempt records.
+    pub(super) records: Option<Records>,
+}
+
+/// The opening's hand-off: what it learned, the status it began, and its
+/// early reads.
+pub struct Opened {
+    pub pass: OpenPass,
+    pub status: Draft,
+    pub early: EarlyReads,
+}
+
+/// The execute stage's own: the pass, the status it finishes, what the
+/// pass measured and how soon a failed best-effort write is tried again.
+pub struct Closing {
+    pub pass: OpenPass,
+    pub status: Draft,
     /// What this pass measured of the state and the inputs, exported with
     /// the per-object gauges.
     pub measured: Measured,
-    pub(super) deleting: bool,
+    /// A best-effort write of this pass failed and is tried again by a
+    /// pass this soon (whatever the plan's own requeue).
+    pub retry_after: Option<Duration>,
+}
+
+impl Closing {
+    /// The execute stage of a pass the plan finished.
+    pub fn new(pass: OpenPass, status: Draft, measured: Measured) -> Self {
+        Closing {
+            pass,
+            status,
+            measured,
+            retry_after: None,
+        }
+    }
+
+    /// The execute stage of a pass that ends right after its opening.
+    pub fn opened(opened: Opened) -> Self {
+        Closing::new(opened.pass, opened.status, Measured::default())
+    }
 }
 
 /// Sizes a pass measured (unread ones keep their gauges as they were).
@@ -76,25 +117,15 @@ impl OpenPass {
 #[cfg(test)]
 impl OpenPass {
     /// A pass past its opening stages, for tests of the stages after them.
-    pub fn for_plan_tests(
-        draft: Draft,
-        loaded: Loaded,
-        shared: PassSettings,
-        deleting: bool,
-    ) -> Self {
+    pub fn for_plan_tests(loaded: Loaded, shared: PassSettings, deleting: bool) -> Self {
         OpenPass {
-            draft,
             loaded,
             booked: Bookkept::default(),
             active: None,
             shared,
             credentials_secret: None,
             credentials: Some(super::credentials::CredentialsVerdict::Ready(None)),
-            early_state: None,
-            early_records: None,
             block_move: false,
-            retry_after: None,
-            measured: Measured::default(),
             deleting,
         }
     }
@@ -104,5 +135,5 @@ impl OpenPass {
 /// preamble), or it continues with what they read and decided.
 pub enum Opening {
     Done(Action),
-    Continue(Box<OpenPass>),
+    Continue(Box<Opened>),
 }

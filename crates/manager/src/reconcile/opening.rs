@@ -13,7 +13,7 @@ use super::bookkeeping::{BookkeepingPolicy, Bookkept, plan_bookkeeping};
 use super::credentials::CredentialsVerdict;
 use super::effects;
 use super::leaving::{Leaving, leaving_effects};
-use super::open_pass::{Measured, OpenPass, Opening, Records};
+use super::open_pass::{Closing, EarlyReads, OpenPass, Opened, Opening, Records};
 use super::opening_plan::{
     OWNER_REQUEUE, PreambleEnd, RetainedFound, preamble_end, retained_found, vanished_apply_writes,
 };
@@ -82,8 +82,8 @@ pub async fn open<K: Workload>(
         }
     };
     let booked = bookkeep(ctx, obj, &loaded, &mut draft, &bookkeeping_policy(shared)).await?;
-    let p = opened(obj, shared, draft, loaded, booked, credentials, early);
-    after_bookkeeping(ctx, obj, p, paused, now).await
+    let opened = opened(obj, shared, draft, loaded, booked, credentials, early);
+    after_bookkeeping(ctx, obj, opened, paused, now).await
 }
 
 /// What a deleting object's opening read (is there anything to clean up?),
@@ -234,7 +234,7 @@ fn opened<K: Workload>(
     booked: Bookkept,
     credentials: Option<CredentialsVerdict>,
     early: DeletionRead,
-) -> OpenPass {
+) -> Opened {
     // Bookkeeping that adopted the state of an apply makes the early state
     // read stale; one that bookkept anything may have written the records.
     let adopted = booked.newly.iter().any(|o| o.record.op == Op::Apply);
@@ -243,20 +243,24 @@ fn opened<K: Workload>(
         Some(CredentialsVerdict::Ready(secret)) => secret.clone(),
         _ => None,
     };
-    OpenPass {
-        draft,
+    let pass = OpenPass {
         loaded,
         active: booked.active.clone(),
         booked,
         shared: shared.clone(),
         credentials_secret,
         credentials,
-        early_state: early.state.filter(|_| !adopted),
-        early_records: early.records.filter(|_| !wrote_records),
         block_move: obj.annotations().contains_key(annotations::BLOCK_MOVE),
-        retry_after: None,
-        measured: Measured::default(),
         deleting: obj.meta().deletion_timestamp.is_some(),
+    };
+    let early = EarlyReads {
+        state: early.state.filter(|_| !adopted),
+        records: early.records.filter(|_| !wrote_records),
+    };
+    Opened {
+        pass,
+        status: draft,
+        early,
     }
 }
 
@@ -265,29 +269,31 @@ fn opened<K: Workload>(
 async fn after_bookkeeping<K: Workload>(
     ctx: &Context,
     obj: &K,
-    mut p: OpenPass,
+    mut opened: Opened,
     paused: bool,
     now: SystemTime,
 ) -> Result<Opening, Error> {
-    if p.active.is_none() {
-        if let Some(job) = vanished_apply(obj, &p.loaded) {
-            record_vanished(ctx, obj, &mut p.draft, &job).await?;
+    if opened.pass.active.is_none() {
+        if let Some(job) = vanished_apply(obj, &opened.pass.loaded) {
+            record_vanished(ctx, obj, &mut opened.status, &job).await?;
             // It may have marked the attempt record.
-            p.early_records = None;
+            opened.early.records = None;
         }
         // No Job runs: activeJob goes, and block-move when the pass ends
         // without starting one.
-        p.draft.field("activeJob", Value::Null);
+        opened.status.field("activeJob", Value::Null);
     }
     if paused {
-        let action = if p.active.is_some() {
-            super::ending::close_active(ctx, obj, &mut p, now).await?
+        let active = opened.pass.active.is_some();
+        let mut closing = Closing::opened(opened);
+        let action = if active {
+            super::ending::close_active(ctx, obj, &mut closing, now).await?
         } else {
-            super::ending::close(ctx, obj, &mut p, Some(ctx.config.sync_period)).await?
+            super::ending::close(ctx, obj, &mut closing, Some(ctx.config.sync_period)).await?
         };
         return Ok(Opening::Done(action));
     }
-    Ok(Opening::Continue(Box::new(p)))
+    Ok(Opening::Continue(Box::new(opened)))
 }
 
 /// The apply Job `status.activeJob` names that the apiserver no longer

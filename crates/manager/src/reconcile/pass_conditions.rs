@@ -23,7 +23,7 @@ pub fn outputs_valid(v: &captf_contract::outputs::OutputsVerdict) -> ConditionVa
 /// `InfrastructureHealthy` from the module's health once state was read;
 /// true when health reads `pending`.
 pub fn record_health(
-    p: &mut OpenPass,
+    status: &mut Draft,
     provisioned: bool,
     health: Option<&captf_contract::health::Health>,
 ) -> bool {
@@ -32,7 +32,7 @@ pub fn record_health(
     } else {
         crate::adapters::Provisioning::InProgress
     };
-    p.draft.set(
+    status.set(
         conditions::INFRASTRUCTURE_HEALTHY,
         &crate::adapters::infrastructure_healthy(phase, health),
     );

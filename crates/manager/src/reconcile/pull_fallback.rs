@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use super::open_pass::OpenPass;
+use super::open_pass::Closing;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::decide::Op;
@@ -32,7 +32,7 @@ use crate::records::attempt_record_name;
 pub async fn check<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &mut Closing,
     active: &JobRecord,
     now: SystemTime,
 ) -> Result<bool, Error> {
@@ -40,7 +40,7 @@ pub async fn check<K: Workload>(
     if matches!(active.op, Op::Apply | Op::Plan) || age < PULL_FALLBACK_AFTER {
         return Ok(false);
     }
-    let Some(job) = p.loaded.job(&active.name) else {
+    let Some(job) = p.pass.loaded.job(&active.name) else {
         return Ok(false);
     };
     if job.metadata.deletion_timestamp.is_some() {
@@ -69,7 +69,7 @@ pub async fn check<K: Workload>(
         None => false,
     };
     let Some(next) = next.filter(|_| remembered) else {
-        p.draft.set(
+        p.status.set(
             super::pass::op_condition(active.op),
             &ConditionValue {
                 status: ConditionStatus::False,

@@ -19,7 +19,7 @@ use captf_api::names::reasons;
 
 use super::announcements::plan_slot_wait;
 use super::effects;
-use super::open_pass::OpenPass;
+use super::open_pass::Closing;
 use super::pass::op_condition;
 use super::workload::Workload;
 use super::{Context, Error};
@@ -308,16 +308,16 @@ pub enum SlotAnswer<'a> {
 pub async fn wait_for_slot<'c, K: Workload>(
     ctx: &'c Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &mut Closing,
     op: Op,
 ) -> Result<SlotAnswer<'c>, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let object = object_key(obj);
     let limits = Limits {
         manager: ctx.config.max_active_jobs,
-        cluster: p.shared.cluster_max_active_jobs,
+        cluster: p.pass.shared.cluster_max_active_jobs,
     };
-    let cluster = cluster_key(&ns, &p.shared.cluster_name);
+    let cluster = cluster_key(&ns, &p.pass.shared.cluster_name);
     let now = Instant::now();
     let Slot::Full { scope, limit, .. } =
         ctx.slots
@@ -331,11 +331,17 @@ pub async fn wait_for_slot<'c, K: Workload>(
     };
     let condition = op_condition(op);
     let waiting_already = p
-        .draft
+        .status
         .get(condition)
         .is_some_and(|c| c.reason == reasons::WAITING_FOR_JOB_SLOT);
-    let (value, writes) = plan_slot_wait(op, scope, limit, &p.shared.cluster_name, waiting_already);
-    p.draft.set(condition, &value);
+    let (value, writes) = plan_slot_wait(
+        op,
+        scope,
+        limit,
+        &p.pass.shared.cluster_name,
+        waiting_already,
+    );
+    p.status.set(condition, &value);
     effects::apply(ctx, obj, &writes).await?;
     let requeue = SLOT_REQUEUE + jitter(&obj.uid().unwrap_or_default(), SLOT_REQUEUE);
     Ok(SlotAnswer::Wait(requeue))

@@ -5,7 +5,8 @@ use captf_api::names::{annotations, conditions, events, reasons};
 use kube::ResourceExt;
 
 use super::effect::Effect;
-use super::open_pass::{OpenPass, Records};
+use super::open_pass::{EarlyReads, Measured, OpenPass, Records};
+use super::status::Draft;
 use super::workload::Workload;
 use super::{Context, Error};
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
@@ -58,33 +59,83 @@ pub struct Stored {
     pub unconfirmed_apply: Option<String>,
     /// The backup a live `captf.io/restore-state` request asks to restore.
     pub restore: Option<crate::state::backups::RestoreTarget>,
+    /// What the reads put in the status (the plan sets it first).
+    pub report: ReadReport,
     /// The writes what was read asks for (an operator's confirmation
     /// consumed, a newly unreadable state reported): the kind's plan
     /// lists them first.
     pub effects: Vec<Effect>,
 }
 
-/// Reads the state and the records, and reports `StateReadable`.
+/// What the state and records reads put in the status: the state's
+/// suffix, `StateReadable`, the serial seen without a backup, and a restore
+/// request that names no backup.
+#[derive(Debug, Clone)]
+pub struct ReadReport {
+    pub suffix: String,
+    pub readable: ConditionValue,
+    /// `status.observedStateSerial`, when a serial needs no backup.
+    pub seen_serial: Option<u64>,
+    /// `RestoreJobSucceeded=False/RestoreBackupNotFound`.
+    pub restore_not_found: Option<ConditionValue>,
+}
+
+impl Stored {
+    /// Puts what the reads found in the status; what the state read
+    /// measured, for the gauges.
+    pub fn report(&self, draft: &mut Draft) -> Measured {
+        let report = &self.report;
+        // Informational: the backend's suffix, and the serial the outputs come from.
+        draft.field("stateSecretSuffix", report.suffix.clone());
+        if let Some(serial) = report.seen_serial {
+            draft.field("observedStateSerial", serial);
+        }
+        if let Some(v) = &report.restore_not_found {
+            draft.set(conditions::RESTORE_JOB_SUCCEEDED, v);
+        }
+        draft.set(conditions::STATE_READABLE, &report.readable);
+        let mut measured = Measured::default();
+        measured.state_read(&self.read);
+        measured
+    }
+}
+
+#[cfg(test)]
+impl ReadReport {
+    /// What a plain read of `read` reports, for tests of the plans.
+    pub fn for_plan_tests(read: &Result<StateSummary, StateError>, ever_applied: bool) -> Self {
+        ReadReport {
+            suffix: "test".into(),
+            readable: readable_condition(read, ever_applied, None),
+            seen_serial: None,
+            restore_not_found: None,
+        }
+    }
+}
+
+/// Reads the state and the records (or takes the opening's early reads),
+/// with what they report.
 pub async fn read_stored<K: Workload>(
     ctx: &Context,
     obj: &K,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    opened_status: &Draft,
+    early: EarlyReads,
 ) -> Result<Stored, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let suffix = crate::names::state_suffix(K::KIND, &ns, &obj.name_any());
     // The chunks themselves are kept for this pass only, for a backup.
-    let (read, chunks) = match p.early_state.take() {
+    let (read, chunks) = match early.state {
         Some(read) => (read, Vec::new()),
         None => {
             let chunks = crate::io::state::list(&ctx.client, &ns, &suffix).await?;
             (crate::io::state::summarize(&suffix, &chunks), chunks)
         }
     };
-    p.measured.state_read(&read);
     let Records {
         applied,
         mut attempt,
-    } = match p.early_records.take() {
+    } = match early.records {
         Some(records) => records,
         None => read_records(ctx, obj).await?,
     };
@@ -114,17 +165,21 @@ pub async fn read_stored<K: Workload>(
     } else {
         readable
     };
-    // Informational: the backend's suffix, and the serial the outputs come from.
-    p.draft.field("stateSecretSuffix", suffix);
     let backups_kept = ctx.config.state_backups > 0;
-    let backup = super::backups::owed_backup(obj, p, backups_kept, &read, &chunks);
+    let owed = super::backups::owed_backup(obj, p, backups_kept, &read, &chunks);
     drop(chunks);
     // Taken first when the plan's effects are made, as when it was read.
-    effects.splice(0..0, backup.map(|due| Effect::BackUpState(Box::new(due))));
-    let (restore, restore_writes) = super::backups::requested_restore(ctx, obj, p).await?;
-    effects.extend(restore_writes);
+    effects.splice(0..0, owed.due.map(|due| Effect::BackUpState(Box::new(due))));
+    let requested = super::backups::requested_restore(ctx, obj, opened_status).await?;
+    effects.extend(requested.writes);
     effects.extend(unreadable_report(obj, &readable));
-    p.draft.set(conditions::STATE_READABLE, &readable);
+    let report = ReadReport {
+        suffix,
+        readable,
+        seen_serial: owed.seen_serial,
+        restore_not_found: requested.not_found,
+    };
+    let restore = requested.target;
     Ok(Stored {
         read,
         applied,
@@ -132,6 +187,7 @@ pub async fn read_stored<K: Workload>(
         ever_applied,
         unconfirmed_apply: unconfirmed,
         restore,
+        report,
         effects,
     })
 }

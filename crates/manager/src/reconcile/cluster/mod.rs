@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::ending;
-use super::open_pass;
+use super::open_pass::{Closing, Opened, Opening};
 use super::opening;
 use super::quiet;
 use super::{Context, Error};
@@ -39,20 +39,26 @@ pub async fn reconcile(obj: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<
         .count(kinds::TERRAFORM_CLUSTER, &ns, &obj.name_any());
     let cluster = settings::owner_cluster(ctx, obj).await?;
     let settings = settings::pass_settings(obj, cluster.as_ref(), &eff);
-    let mut pass = match opening::open(ctx, obj, &settings, now).await? {
-        open_pass::Opening::Done(action) => return Ok(action),
-        open_pass::Opening::Continue(p) => p,
+    let opened = match opening::open(ctx, obj, &settings, now).await? {
+        Opening::Done(action) => return Ok(action),
+        Opening::Continue(opened) => *opened,
     };
-    let mut plans_list = plan_flow::bookkeep_plans(ctx, obj, &pass, &settings.cluster_name).await?;
-    if pass.active.is_some() {
-        return ending::close_active(ctx, obj, &mut pass, now).await;
+    let mut plans_list =
+        plan_flow::bookkeep_plans(ctx, obj, &opened.pass, &settings.cluster_name).await?;
+    if opened.pass.active.is_some() {
+        return ending::close_active(ctx, obj, &mut Closing::opened(opened), now).await;
     }
-    let snapshot = pass::fetch(ctx, obj, &mut pass, &settings.cluster_name).await?;
+    let Opened {
+        pass,
+        status,
+        early,
+    } = opened;
+    let snapshot = pass::fetch(ctx, obj, &pass, &status, early, &settings.cluster_name).await?;
     let cx = pass::ClusterContext {
         cluster: cluster.as_ref(),
         apply_policy: eff.apply_policy,
         now,
     };
-    let plan = pass::plan(obj, &mut pass, &snapshot, &mut plans_list, &cx);
-    pass::execute(ctx, obj, &mut pass, plan, now).await
+    let plan = pass::plan(obj, &pass, status, &snapshot, &mut plans_list, &cx);
+    pass::execute(ctx, obj, pass, plan, now).await
 }

@@ -26,12 +26,13 @@ use super::super::effect::Effect;
 use super::super::ending::{self, PassEnding, PassPlan};
 use super::super::inputs_applied;
 use super::super::job_start::StartRequest;
-use super::super::next_op;
-use super::super::open_pass::OpenPass;
+use super::super::next_op::{self, OutputsSeen};
+use super::super::open_pass::{Closing, EarlyReads, OpenPass};
 use super::super::pass;
 use super::super::pass_conditions;
 use super::super::plans;
 use super::super::rendered::Rendered;
+use super::super::status::Draft;
 use super::super::stored;
 use super::super::stored::Stored;
 use super::super::variables;
@@ -62,10 +63,12 @@ pub struct ClusterSnapshot {
 pub async fn fetch(
     ctx: &Context,
     obj: &TerraformCluster,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    opened_status: &Draft,
+    early: EarlyReads,
     cluster_name: &str,
 ) -> Result<ClusterSnapshot, Error> {
-    let stored = stored::read_stored(ctx, obj, p).await?;
+    let stored = stored::read_stored(ctx, obj, p, opened_status, early).await?;
     let sources = variables::variable_sources(ctx, obj).await?;
     let dependents = if p.deleting() {
         dependents(ctx, &obj.namespace().unwrap_or_default(), cluster_name).await?
@@ -109,21 +112,25 @@ pub struct ClusterContext<'a> {
     pub now: SystemTime,
 }
 
-/// The cluster's plan over its snapshot. `plans_list` is the object's
-/// TerraformPlans after their bookkeeping; the plans it supersedes are
-/// marked in it.
+/// The cluster's plan over its snapshot; `status` is the opening's.
+/// `plans_list` is the object's TerraformPlans after their bookkeeping;
+/// the plans it supersedes are marked in it.
 pub fn plan(
     obj: &TerraformCluster,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    mut status: Draft,
     snap: &ClusterSnapshot,
     plans_list: &mut [TerraformPlan],
     cx: &ClusterContext<'_>,
 ) -> PassPlan {
     // What the state and records ask for goes first, as when it was read.
     let mut effects = snap.stored.effects.clone();
-    let (provisioned, health_pending) =
-        plan_outputs_stage(obj, p, &snap.stored, cx.cluster, &mut effects);
-    let current = plan_inputs(obj, p, cx.cluster, snap);
+    let mut measured = snap.stored.report(&mut status);
+    let seen = plan_outputs_stage(obj, p, &mut status, &snap.stored, cx.cluster, &mut effects);
+    let current = plan_inputs(obj, &mut status, cx.cluster, snap);
+    if let Some(r) = &current {
+        measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
+    }
     let (gate, superseded) = plan_flow::plan_gate(p, plans_list, current.as_ref(), cx.apply_policy);
     effects.extend(
         superseded
@@ -131,30 +138,26 @@ pub fn plan(
             .map(|s| Effect::SupersedePlan(Box::new(s))),
     );
     let live = plans::live_plan(plans_list).map(|p| p.name_any());
-    p.draft
-        .field("pendingPlanRef", live.as_ref().map(|n| json!({"name": n})));
-    let close = |effects, decision, requeue| PassPlan {
-        effects,
-        decision,
-        ending: PassEnding::Close(requeue),
-    };
-    if p.deleting() && !wait_for_dependents(p, &snap.dependents) {
-        return close(effects, None, Some(DEPENDENTS_REQUEUE));
+    status.field("pendingPlanRef", live.as_ref().map(|n| json!({"name": n})));
+    if p.deleting() && !wait_for_dependents(&mut status, &snap.dependents) {
+        let ending = PassEnding::Close(Some(DEPENDENTS_REQUEUE));
+        return PassPlan::undecided(status, measured, effects, ending);
     }
     let read = &snap.stored.read;
-    next_op::settle_adopted_state(p, read, current.as_ref().map(|c| c.hash.as_str()));
+    let current_hash = current.as_ref().map(|c| c.hash.as_str());
+    next_op::settle_adopted_state(p, &mut status, read, current_hash);
     let decision = next_op::decide_op(
         obj,
         p,
+        &status,
         &snap.stored,
         current.as_ref(),
         gate,
-        health_pending,
-        provisioned,
+        seen,
         cx.now,
     );
     let view = inputs_applied::view(p, read, current.as_ref());
-    inputs_applied::set(p, &view, Some(&decision));
+    inputs_applied::set(p, &mut status, &view, Some(&decision));
     let ending = match decision.action.clone() {
         Decided::Start {
             op,
@@ -164,6 +167,7 @@ pub fn plan(
             let started = guarded_start_request(
                 obj,
                 p,
+                &status,
                 &snap.stored,
                 current.as_ref(),
                 plans_list,
@@ -178,11 +182,13 @@ pub fn plan(
         Decided::Retain => PassEnding::Retain,
         Decided::Wait => {
             let ns = obj.namespace().unwrap_or_default();
-            plan_flow::explain_wait(p, &decision, live.as_deref(), &ns);
+            plan_flow::explain_wait(&mut status, &decision, live.as_deref(), &ns);
             PassEnding::Close(decision.requeue)
         }
     };
     PassPlan {
+        status,
+        measured,
         effects,
         decision: Some(decision),
         ending,
@@ -217,7 +223,7 @@ fn applied_endpoint_input_null(record: Option<&InputsRecord>) -> bool {
 /// each with its event.
 fn plan_published(
     obj: &TerraformCluster,
-    p: &mut OpenPass,
+    draft: &mut Draft,
     serial: u64,
     w: &adapter::ClusterWrites,
     effects: &mut Vec<Effect>,
@@ -249,11 +255,11 @@ fn plan_published(
                 format!("failure domains now: [{}]", names.join(", ")),
             ));
         }
-        p.draft.field("failureDomains", fd);
+        draft.field("failureDomains", fd);
     }
     match &w.exports {
         ExportsWrite::Keep => {}
-        ExportsWrite::Publish(v) => p.draft.field("exports", v),
+        ExportsWrite::Publish(v) => draft.field("exports", v),
         ExportsWrite::ClearTooLarge => {
             // Once per state: a state the pass has not seen yet, or
             // exports that were published until now.
@@ -271,21 +277,22 @@ fn plan_published(
                     note,
                 ));
             }
-            p.draft.field("exports", Value::Null)
+            draft.field("exports", Value::Null)
         }
     }
 }
 
 /// The cluster's outputs: the control plane endpoint to the spec, failure
 /// domains, exports, the provisioned latch, `EndpointAvailable` and
-/// `InfrastructureHealthy`. Returns (provisioned, health pending).
+/// `InfrastructureHealthy`.
 fn plan_outputs_stage(
     obj: &TerraformCluster,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    status: &mut Draft,
     stored: &Stored,
     cluster: Option<&Cluster>,
     effects: &mut Vec<Effect>,
-) -> (bool, bool) {
+) -> OutputsSeen {
     let mut provisioned = obj.provisioned();
     let mut health_pending = false;
     if let (Ok(state), Some(c)) = (&stored.read, cluster) {
@@ -299,7 +306,7 @@ fn plan_outputs_stage(
         if valid.status == "False" && !again {
             effects.push(Effect::CountOutputsInvalid(valid.reason));
         }
-        p.draft.set(conditions::OUTPUTS_VALID, &valid);
+        status.set(conditions::OUTPUTS_VALID, &valid);
         let outputs = decoded
             .outputs
             .as_ref()
@@ -314,7 +321,7 @@ fn plan_outputs_stage(
                 provisioned: obj.provisioned(),
             },
         );
-        plan_published(obj, p, state.serial, &w, effects);
+        plan_published(obj, status, state.serial, &w, effects);
         if w.provisioned && !provisioned {
             effects.push(Effect::outputs_event(
                 false,
@@ -324,22 +331,27 @@ fn plan_outputs_stage(
         }
         provisioned = w.provisioned;
         if let Some(ea) = &w.endpoint_available {
-            p.draft.set(conditions::ENDPOINT_AVAILABLE, ea);
+            status.set(conditions::ENDPOINT_AVAILABLE, ea);
         }
-        health_pending = pass_conditions::record_health(p, provisioned, decoded.health.as_ref());
+        health_pending =
+            pass_conditions::record_health(status, provisioned, decoded.health.as_ref());
     } else if !provisioned {
         let v = pass_conditions::not_yet_healthy(p);
-        p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
+        status.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
     }
-    p.draft.set_provisioned(provisioned);
-    (provisioned, health_pending)
+    status.set_provisioned(provisioned);
+    OutputsSeen {
+        provisioned,
+        health_pending,
+        definite: false,
+    }
 }
 
 /// The cluster inputs, rendered with the variables; `None` with
 /// `DependenciesReady` saying why when they cannot be.
 fn plan_inputs(
     obj: &TerraformCluster,
-    p: &mut OpenPass,
+    status: &mut Draft,
     cluster: Option<&Cluster>,
     snap: &ClusterSnapshot,
 ) -> Option<Rendered> {
@@ -347,7 +359,7 @@ fn plan_inputs(
     let vars = crate::adapters::variables::merge(Role::Cluster, inline, &snap.sources);
     let (c, vars) = match (cluster, vars) {
         (_, Err(c)) => {
-            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            status.set(conditions::DEPENDENCIES_READY, &c);
             return None;
         }
         (None, _) => return None,
@@ -357,12 +369,9 @@ fn plan_inputs(
     let inputs = RoleInputs::Cluster(adapter::inputs(obj, c, initialized));
     let image = obj.spec.workspace.source.image.clone();
     match super::super::rendered::render_inputs(&inputs, &vars, &image) {
-        Ok(r) => {
-            p.measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
-            Some(r)
-        }
+        Ok(r) => Some(r),
         Err(c) => {
-            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            status.set(conditions::DEPENDENCIES_READY, &c);
             None
         }
     }
@@ -370,7 +379,7 @@ fn plan_inputs(
 
 /// A deleting cluster waits for its machines and pools (`DeletionBlocked`);
 /// `true` when none remains.
-fn wait_for_dependents(p: &mut OpenPass, dependents: &[String]) -> bool {
+fn wait_for_dependents(status: &mut Draft, dependents: &[String]) -> bool {
     let blocked = if dependents.is_empty() {
         ConditionValue {
             status: ConditionStatus::False,
@@ -384,7 +393,7 @@ fn wait_for_dependents(p: &mut OpenPass, dependents: &[String]) -> bool {
             message: format!("waiting for {} to be deleted", dependents.join(", ")),
         }
     };
-    p.draft.set(conditions::DELETION_BLOCKED, &blocked);
+    status.set(conditions::DELETION_BLOCKED, &blocked);
     dependents.is_empty()
 }
 
@@ -393,12 +402,13 @@ fn wait_for_dependents(p: &mut OpenPass, dependents: &[String]) -> bool {
 fn guarded_start_request(
     obj: &TerraformCluster,
     p: &OpenPass,
+    status: &Draft,
     stored: &Stored,
     current: Option<&Rendered>,
     plans_list: &[TerraformPlan],
     (op, approval, remediation): (Op, Option<Approval>, bool),
 ) -> Option<StartRequest> {
-    let mut req = next_op::start_request(obj, p, stored, op, remediation, current)?;
+    let mut req = next_op::start_request(obj, p, status, stored, op, remediation, current)?;
     if op == Op::Apply {
         let expect = match &approval {
             Some(Approval::ExpectPlan(h)) => Some(h.clone()),
@@ -428,11 +438,12 @@ fn guarded_start_request(
 pub async fn execute(
     ctx: &Context,
     obj: &TerraformCluster,
-    p: &mut OpenPass,
+    pass: OpenPass,
     plan: PassPlan,
     now: SystemTime,
 ) -> Result<Action, Error> {
-    ending::make_effects(ctx, obj, p, &plan.effects).await?;
+    let mut closing = Closing::new(pass, plan.status, plan.measured);
+    ending::make_effects(ctx, obj, &mut closing, &plan.effects).await?;
     let mut ending = plan.ending;
     if let PassEnding::Start(req) = &mut ending
         && matches!(req.op, Op::Plan | Op::Apply)
@@ -440,7 +451,7 @@ pub async fn execute(
         // The plan key the plan Job signs with and the apply checks.
         req.plan_key_secret = Some(pass::ensure_plan_key(ctx, obj).await?);
     }
-    ending::close_as_planned(ctx, obj, p, ending, plan.decision, now).await
+    ending::close_as_planned(ctx, obj, &mut closing, ending, plan.decision, now).await
 }
 
 #[cfg(test)]

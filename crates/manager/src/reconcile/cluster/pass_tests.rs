@@ -13,6 +13,7 @@ use crate::engine::preamble::OwnerLookup;
 use crate::reconcile::pass::Loaded;
 use crate::reconcile::settings::PassSettings;
 use crate::reconcile::status::Draft;
+use crate::reconcile::stored::ReadReport;
 use crate::state::reader::{StateError, StateSummary};
 
 const NS: &str = "team-a";
@@ -64,6 +65,7 @@ fn snapshot(read: Result<StateSummary, StateError>, dependents: &[&str]) -> Clus
     ClusterSnapshot {
         stored: Stored {
             ever_applied: read.is_ok(),
+            report: ReadReport::for_plan_tests(&read, read.is_ok()),
             read,
             applied: None,
             attempt: None,
@@ -76,7 +78,7 @@ fn snapshot(read: Result<StateSummary, StateError>, dependents: &[&str]) -> Clus
     }
 }
 
-fn open_pass(obj: &TerraformCluster, deleting: bool, now: SystemTime) -> OpenPass {
+fn open_pass(obj: &TerraformCluster, deleting: bool) -> OpenPass {
     let eff = effective::cluster(&obj.spec, &ManagerDefaults::default());
     let shared = PassSettings {
         owner: OwnerDecision {
@@ -100,7 +102,7 @@ fn open_pass(obj: &TerraformCluster, deleting: bool, now: SystemTime) -> OpenPas
         jobs: Vec::new(),
         observed: Vec::new(),
     };
-    OpenPass::for_plan_tests(Draft::new(&[], 1, now), loaded, shared, deleting)
+    OpenPass::for_plan_tests(loaded, shared, deleting)
 }
 
 /// One whole pass under `policy`: the plan, the draft, the plans after it.
@@ -113,15 +115,16 @@ fn run(
     let obj = terraform_cluster();
     let c = cluster();
     let now = SystemTime::now();
-    let mut p = open_pass(&obj, deleting, now);
+    let p = open_pass(&obj, deleting);
     let mut plans = plans;
     let cx = ClusterContext {
         cluster: Some(&c),
         apply_policy: policy,
         now,
     };
-    let plan = plan(&obj, &mut p, snap, &mut plans, &cx);
-    (plan, p.draft, plans)
+    let plan = plan(&obj, &p, Draft::new(&[], 1, now), snap, &mut plans, &cx);
+    let status = plan.status.clone();
+    (plan, status, plans)
 }
 
 fn started(plan: &PassPlan) -> Option<&StartRequest> {
@@ -310,9 +313,16 @@ fn failure_domains_are_announced_when_they_change_and_too_large_exports_once_per
     let pass_over = |status: serde_json::Value, outputs: serde_json::Value| {
         let mut obj = terraform_cluster();
         obj.status = Some(serde_json::from_value(status).unwrap());
-        let mut p = open_pass(&obj, false, now);
+        let p = open_pass(&obj, false);
         let snap = snapshot(Ok(StateSummary::with_outputs(outputs, Some(&hash))), &[]);
-        let plan = plan(&obj, &mut p, &snap, &mut Vec::new(), &cx);
+        let plan = plan(
+            &obj,
+            &p,
+            Draft::new(&[], 1, now),
+            &snap,
+            &mut Vec::new(),
+            &cx,
+        );
         event_reasons(&plan)
     };
     let outputs = |fd: &str, exports: serde_json::Value| {

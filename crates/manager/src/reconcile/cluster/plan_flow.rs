@@ -13,6 +13,7 @@ use super::super::open_pass::OpenPass;
 use super::super::pass;
 use super::super::plans;
 use super::super::rendered::Rendered;
+use super::super::status::Draft;
 use super::super::{Context, Error};
 use crate::engine::decide::{ApplyGate, Approval, Decision, ManualPlan, Op, Reason};
 use crate::engine::history::Outcome;
@@ -207,7 +208,7 @@ pub(super) fn plan_gate(
 }
 
 /// `ApplyJobSucceeded` while the decision waits for a plan's approval.
-pub(super) fn explain_wait(pass: &mut OpenPass, decision: &Decision, live: Option<&str>, ns: &str) {
+pub(super) fn explain_wait(status: &mut Draft, decision: &Decision, live: Option<&str>, ns: &str) {
     let plan = live.unwrap_or_default();
     let v = match decision.reason {
         Reason::PlanAwaitingApproval => ConditionValue {
@@ -226,5 +227,5 @@ pub(super) fn explain_wait(pass: &mut OpenPass, decision: &Decision, live: Optio
         },
         _ => return,
     };
-    pass.draft.set(conditions::APPLY_JOB_SUCCEEDED, &v);
+    status.set(conditions::APPLY_JOB_SUCCEEDED, &v);
 }

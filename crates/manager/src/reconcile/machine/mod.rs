@@ -16,7 +16,7 @@ use kube::runtime::controller::Action;
 
 use super::dependencies::read_machine_dependencies;
 use super::ending;
-use super::open_pass;
+use super::open_pass::{Closing, Opened, Opening};
 use super::opening;
 use super::quiet;
 use super::{Context, Error};
@@ -36,18 +36,23 @@ pub async fn reconcile(obj: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<
     quiet::unsettle(ctx, obj);
     ctx.passes
         .count(kinds::TERRAFORM_MACHINE, &ns, &obj.name_any());
-    let mut pass = match opening::open(ctx, obj, &settings, now).await? {
-        open_pass::Opening::Done(action) => return Ok(action),
-        open_pass::Opening::Continue(p) => p,
+    let opened = match opening::open(ctx, obj, &settings, now).await? {
+        Opening::Done(action) => return Ok(action),
+        Opening::Continue(opened) => *opened,
     };
-    if pass.active.is_some() {
-        return ending::close_active(ctx, obj, &mut pass, now).await;
+    if opened.pass.active.is_some() {
+        return ending::close_active(ctx, obj, &mut Closing::opened(opened), now).await;
     }
-    let snapshot = pass::fetch(ctx, obj, &mut pass, &deps).await?;
+    let Opened {
+        pass,
+        status,
+        early,
+    } = opened;
+    let snapshot = pass::fetch(ctx, obj, &pass, &status, early, &deps).await?;
     let policy = pass::Policy {
         remediation: eff.remediation,
         deletion_policy_resolved: eff.deletion_policy.is_some(),
     };
-    let plan = pass::plan(obj, &mut pass, &deps, &snapshot, &policy, now)?;
-    ending::execute(ctx, obj, &mut pass, plan, now).await
+    let plan = pass::plan(obj, &pass, status, &deps, &snapshot, &policy, now)?;
+    ending::execute(ctx, obj, pass, plan, now).await
 }

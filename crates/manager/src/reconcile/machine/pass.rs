@@ -22,13 +22,14 @@ use super::super::dependencies::MachineDependencies;
 use super::super::effect::Effect;
 use super::super::ending::{PassEnding, PassPlan};
 use super::super::inputs_applied;
-use super::super::next_op::{self, DecidedEnding};
-use super::super::open_pass::OpenPass;
+use super::super::next_op::{self, DecidedEnding, OutputsSeen};
+use super::super::open_pass::{EarlyReads, OpenPass};
 use super::super::pass;
 use super::super::pass_conditions;
 use super::super::pool::pass::DEPENDENCIES_REQUEUE;
 use super::super::rendered;
 use super::super::rendered::Rendered;
+use super::super::status::Draft;
 use super::super::stored;
 use super::super::stored::Stored;
 use super::super::variables;
@@ -38,7 +39,7 @@ use super::super::{Context, Error};
 use super::outputs;
 use crate::adapters::gates::ClusterState;
 use crate::adapters::machine::{self as adapter, GateInput, Remediation};
-use crate::engine::decide::{ApplyGate, Decision, Op};
+use crate::engine::decide::{ApplyGate, Op};
 use crate::engine::history::Outcome;
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::names::{WorkloadKind, state_suffix};
@@ -73,10 +74,12 @@ pub struct Policy {
 pub async fn fetch(
     ctx: &Context,
     obj: &TerraformMachine,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    opened_status: &Draft,
+    early: EarlyReads,
     deps: &MachineDependencies,
 ) -> Result<MachineSnapshot, Error> {
-    let stored = stored::read_stored(ctx, obj, p).await?;
+    let stored = stored::read_stored(ctx, obj, p, opened_status, early).await?;
     let building = !obj.provisioned() && !p.deleting();
     let ns = obj.namespace().unwrap_or_default();
     let cluster_state = match (&deps.machine, &deps.cluster, &deps.tc) {
@@ -105,10 +108,11 @@ struct OutputsRead {
     definite: bool,
 }
 
-/// The machine's plan over its snapshot.
+/// The machine's plan over its snapshot; `status` is the opening's.
 pub fn plan(
     obj: &TerraformMachine,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    mut status: Draft,
     deps: &MachineDependencies,
     snap: &MachineSnapshot,
     policy: &Policy,
@@ -116,49 +120,50 @@ pub fn plan(
 ) -> Result<PassPlan, Error> {
     // What the state and records ask for goes first, as when it was read.
     let mut effects = snap.stored.effects.clone();
+    let mut measured = snap.stored.report(&mut status);
     let read = &snap.stored.read;
-    let outputs = plan_outputs_stage(obj, p, deps, read, policy, &mut effects);
-    let close = |effects, decision, requeue| PassPlan {
-        effects,
-        decision,
-        ending: PassEnding::Close(requeue),
-    };
+    let outputs = plan_outputs_stage(obj, p, &mut status, deps, read, policy, &mut effects);
     if p.deleting() && !policy.deletion_policy_resolved && !p.shared.paused {
-        p.draft
-            .set(conditions::DELETING, &deletion_policy_unresolved());
-        return Ok(close(effects, None, Some(UNRESOLVED_POLICY_REQUEUE)));
+        status.set(conditions::DELETING, &deletion_policy_unresolved());
+        let ending = PassEnding::Close(Some(UNRESOLVED_POLICY_REQUEUE));
+        return Ok(PassPlan::undecided(status, measured, effects, ending));
     }
     let current = if outputs.provisioned || p.deleting() {
         None
     } else {
-        plan_inputs(obj, p, deps, snap)
+        plan_inputs(obj, &mut status, deps, snap)
     };
+    if let Some(r) = &current {
+        measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
+    }
     let view = inputs_applied::view(p, read, current.as_ref());
     if current.is_none() && !p.deleting() && !snap.stored.ever_applied && !outputs.provisioned {
         // Nothing can run before the dependencies are there.
-        inputs_applied::set(p, &view, None);
-        return Ok(close(effects, None, Some(DEPENDENCIES_REQUEUE)));
+        inputs_applied::set(p, &mut status, &view, None);
+        let ending = PassEnding::Close(Some(DEPENDENCIES_REQUEUE));
+        return Ok(PassPlan::undecided(status, measured, effects, ending));
     }
     let current_hash = current_hash(current.as_ref(), &snap.stored, outputs.provisioned);
-    next_op::settle_adopted_state(p, read, current_hash);
-    if outputs.definite {
-        // The apply's own outputs gave a definite reading: no refresh after it.
-        p.shared.after_apply_refresh = false;
-    }
+    next_op::settle_adopted_state(p, &mut status, read, current_hash);
     let decision = next_op::decide_op(
         obj,
         p,
+        &status,
         &snap.stored,
         current.as_ref(),
         ApplyGate::Open,
-        outputs.health_pending,
-        outputs.provisioned,
+        OutputsSeen {
+            provisioned: outputs.provisioned,
+            health_pending: outputs.health_pending,
+            definite: outputs.definite,
+        },
         now,
     );
-    inputs_applied::set(p, &view, Some(&decision));
+    inputs_applied::set(p, &mut status, &view, Some(&decision));
     let ending = match next_op::decided_ending(
         obj,
         p,
+        &status,
         &snap.stored,
         &decision,
         current.as_ref(),
@@ -167,11 +172,17 @@ pub fn plan(
         DecidedEnding::Ends(ending) => ending,
         DecidedEnding::Start(req) => PassEnding::Start(req),
         DecidedEnding::Unstartable(op) => {
-            inputs_missing(obj, p, op);
+            inputs_missing(obj, &mut status, op);
             PassEnding::Close(Some(DURABLE_INPUTS_REQUEUE))
         }
     };
-    Ok(ended(effects, decision, ending))
+    Ok(PassPlan {
+        status,
+        measured,
+        effects,
+        decision: Some(decision),
+        ending,
+    })
 }
 
 /// `Deleting` while an inherited deletion policy cannot be read: never
@@ -200,16 +211,16 @@ fn current_hash<'a>(
 
 /// A due op whose recorded inputs are gone: a machine never renders new
 /// ones, so say why nothing runs.
-fn inputs_missing(obj: &TerraformMachine, p: &mut OpenPass, op: Op) {
+fn inputs_missing(obj: &TerraformMachine, status: &mut Draft, op: Op) {
     match op {
         Op::Refresh | Op::Drift => {
-            p.draft.set(
+            status.set(
                 conditions::DRIFT_JOB_SUCCEEDED,
                 &durable_inputs_missing(obj),
             );
         }
         // Never invent inputs: a destroy renders what was applied.
-        Op::Destroy => p.draft.set(
+        Op::Destroy => status.set(
             conditions::DELETING,
             &ConditionValue {
                 status: ConditionStatus::True,
@@ -218,14 +229,6 @@ fn inputs_missing(obj: &TerraformMachine, p: &mut OpenPass, op: Op) {
             },
         ),
         _ => {}
-    }
-}
-
-fn ended(effects: Vec<Effect>, decision: Decision, ending: PassEnding) -> PassPlan {
-    PassPlan {
-        effects,
-        decision: Some(decision),
-        ending,
     }
 }
 
@@ -246,9 +249,11 @@ fn durable_inputs_missing(obj: &TerraformMachine) -> ConditionValue {
 /// The outputs: `OutputsValid`, the set-once provider ID, the status fields,
 /// the provisioned latch, `InfrastructureHealthy` with its samples, and the
 /// Machine's remediation annotations.
+#[allow(clippy::too_many_arguments)]
 fn plan_outputs_stage(
     obj: &TerraformMachine,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    status: &mut Draft,
     deps: &MachineDependencies,
     read: &Result<StateSummary, StateError>,
     policy: &Policy,
@@ -262,9 +267,9 @@ fn plan_outputs_stage(
     let Ok(state) = read else {
         if !out.provisioned {
             let v = pass_conditions::not_yet_healthy(p);
-            p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
+            status.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
         }
-        set_initialization(p, out.provisioned);
+        set_initialization(status, out.provisioned);
         return out;
     };
     let plan = outputs::plan_machine_outputs(obj, deps.machine.as_ref(), state, out.provisioned);
@@ -274,7 +279,7 @@ fn plan_outputs_stage(
     if v.status == "False" && !again {
         effects.push(Effect::CountOutputsInvalid(v.reason));
     }
-    p.draft.set(conditions::OUTPUTS_VALID, v);
+    status.set(conditions::OUTPUTS_VALID, v);
     if let Some(id) = &plan.set_provider_id {
         effects.push(Effect::PatchSpec(outputs::provider_id_patch(id)));
         effects.push(event(
@@ -285,7 +290,7 @@ fn plan_outputs_stage(
     }
     if let Some(w) = &plan.writes {
         for (key, value) in outputs::status_fields(w) {
-            p.draft.field(key, value);
+            status.field(key, value);
         }
     }
     out.provisioned = plan.provisioned;
@@ -302,11 +307,11 @@ fn plan_outputs_stage(
         ));
     }
     if out.provisioned {
-        plan_health(obj, p, deps, &plan, policy, effects);
+        plan_health(obj, p, status, deps, &plan, policy, effects);
     } else {
-        pass_conditions::record_health(p, false, plan.health.as_ref());
+        pass_conditions::record_health(status, false, plan.health.as_ref());
     }
-    set_initialization(p, out.provisioned);
+    set_initialization(status, out.provisioned);
     out
 }
 
@@ -322,8 +327,8 @@ fn event(warning: bool, reason: &'static str, note: String) -> Effect {
 /// The v1beta2 initialization contract. A machine has no `status.ready`
 /// (only pools keep that v1beta1 flag): a field the schema lacks is pruned
 /// by the apiserver, so writing it would make every pass patch again.
-fn set_initialization(p: &mut OpenPass, provisioned: bool) {
-    p.draft.set_provisioned(provisioned);
+fn set_initialization(status: &mut Draft, provisioned: bool) {
+    status.set_provisioned(provisioned);
 }
 
 /// A new health sample: a refresh or drift Job that succeeded since the
@@ -343,9 +348,11 @@ fn new_sample(p: &OpenPass, definite: bool) -> bool {
 /// `InfrastructureHealthy` and `status.unhealthySamples` of a provisioned
 /// machine, moved on by each new sample (and read once when the object has
 /// no reading since provisioning), then the remediation request.
+#[allow(clippy::too_many_arguments)]
 fn plan_health(
     obj: &TerraformMachine,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    status: &mut Draft,
     deps: &MachineDependencies,
     plan: &outputs::OutputsPlan,
     policy: &Policy,
@@ -368,10 +375,9 @@ fn plan_health(
         provider_id_missing: plan.provider_id_missing,
         health: plan.health.as_ref(),
     });
-    p.draft
-        .set(conditions::INFRASTRUCTURE_HEALTHY, &sampled.condition);
+    status.set(conditions::INFRASTRUCTURE_HEALTHY, &sampled.condition);
     let samples = sampled.unhealthy_samples.map(|n| n.max(0) as u32);
-    p.draft.set_unhealthy_samples(samples);
+    status.set_unhealthy_samples(samples);
     let Some(machine) = deps.machine.as_ref().filter(|_| !p.shared.paused) else {
         return;
     };
@@ -419,7 +425,7 @@ fn plan_health(
 /// `DependenciesReady` saying what is missing.
 fn plan_inputs(
     obj: &TerraformMachine,
-    p: &mut OpenPass,
+    status: &mut Draft,
     deps: &MachineDependencies,
     snap: &MachineSnapshot,
 ) -> Option<Rendered> {
@@ -441,7 +447,7 @@ fn plan_inputs(
     let d = match gated {
         Ok(d) => d,
         Err(c) => {
-            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            status.set(conditions::DEPENDENCIES_READY, &c);
             return None;
         }
     };
@@ -449,22 +455,21 @@ fn plan_inputs(
     let vars = match crate::adapters::variables::merge(Role::Machine, inline, &snap.sources) {
         Ok(vars) => vars,
         Err(c) => {
-            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            status.set(conditions::DEPENDENCIES_READY, &c);
             return None;
         }
     };
     let inputs = RoleInputs::Machine(adapter::inputs(&obj.metadata, machine, cluster, &d));
     match rendered::render_inputs(&inputs, &vars, &obj.spec.workspace.source.image) {
         Ok(r) => {
-            p.measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
-            p.draft.set(
+            status.set(
                 conditions::DEPENDENCIES_READY,
                 &crate::adapters::dependencies_ready(),
             );
             Some(r)
         }
         Err(c) => {
-            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            status.set(conditions::DEPENDENCIES_READY, &c);
             None
         }
     }

@@ -4,8 +4,9 @@
 //! pool's state and durable inputs records, its TerraformCluster's state
 //! (for the exports), and its variables sources. `plan` is pure (no client
 //! in its signature): outputs, write-back, inputs through their gates, the
-//! exports guard, the decision and the start request, as a status draft
-//! (in the pass), a list of effects and an ending (`ending::PassPlan`).
+//! exports guard, the decision and the start request, as the status (the
+//! opening's, carried on), a list of effects and an ending
+//! (`ending::PassPlan`).
 //! The shared `ending::execute` makes the effects in order and ends the
 //! pass (the Job start, then the status).
 
@@ -21,11 +22,12 @@ use super::super::effect::Effect;
 use super::super::ending::{PassEnding, PassPlan};
 use super::super::exports::{self, Built, ExportsGuard};
 use super::super::inputs_applied;
-use super::super::next_op::{self, DecidedEnding};
-use super::super::open_pass::OpenPass;
+use super::super::next_op::{self, DecidedEnding, OutputsSeen};
+use super::super::open_pass::{EarlyReads, OpenPass};
 use super::super::pass;
 use super::super::pass_conditions;
 use super::super::rendered::Rendered;
+use super::super::status::Draft;
 use super::super::stored;
 use super::super::stored::Stored;
 use super::super::variables;
@@ -34,7 +36,7 @@ use super::super::workload::Workload;
 use super::super::{Context, Error};
 use super::outputs;
 use crate::adapters::pool::{self as adapter, ClusterState, GateInput};
-use crate::engine::decide::{ApplyGate, Decision, Op};
+use crate::engine::decide::{ApplyGate, Op};
 use crate::names::{WorkloadKind, state_suffix};
 use crate::state::reader::{StateError, StateSummary};
 
@@ -55,10 +57,12 @@ pub struct PoolSnapshot {
 pub async fn fetch(
     ctx: &Context,
     obj: &TerraformMachinePool,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    opened_status: &Draft,
+    early: EarlyReads,
     deps: &PoolDependencies,
 ) -> Result<PoolSnapshot, Error> {
-    let stored = stored::read_stored(ctx, obj, p).await?;
+    let stored = stored::read_stored(ctx, obj, p, opened_status, early).await?;
     let ns = obj.namespace().unwrap_or_default();
     let cluster_state = match (&deps.mp, &deps.cluster, &deps.tc) {
         (Some(_), Some(_), Some(tc)) => {
@@ -82,48 +86,61 @@ struct OutputsRead {
     observed_replicas: Option<i32>,
 }
 
-/// The pool's plan over its snapshot.
+/// The pool's plan over its snapshot; `status` is the opening's.
 pub fn plan(
     obj: &TerraformMachinePool,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    mut status: Draft,
     deps: &PoolDependencies,
     snap: &PoolSnapshot,
     now: SystemTime,
 ) -> Result<PassPlan, Error> {
     // What the state and records ask for goes first, as when it was read.
     let mut effects = snap.stored.effects.clone();
+    let mut measured = snap.stored.report(&mut status);
     let read = &snap.stored.read;
-    let outputs = plan_outputs_stage(obj, p, read, &mut effects);
-    plan_write_back(p, deps, outputs.observed_replicas, &mut effects);
-    let built = plan_inputs(obj, p, deps, snap);
-    let (current, guard) = render_guarded(obj, p, built, &snap.stored, &mut effects)?;
-    let close = |effects, decision, requeue| PassPlan {
-        effects,
-        decision,
-        ending: PassEnding::Close(requeue),
-    };
+    let outputs = plan_outputs_stage(obj, p, &mut status, read, &mut effects);
+    plan_write_back(
+        p,
+        &mut status,
+        deps,
+        outputs.observed_replicas,
+        &mut effects,
+    );
+    let built = plan_inputs(obj, &mut status, deps, snap);
+    let (current, guard) = render_guarded(obj, p, &mut status, built, &snap.stored, &mut effects)?;
+    if let Some(r) = &current {
+        measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
+    }
     let view = inputs_applied::view(p, read, current.as_ref());
     if current.is_none() && !p.deleting() && !snap.stored.ever_applied {
         // Nothing can run before the dependencies are there.
-        inputs_applied::set(p, &view, None);
-        return Ok(close(effects, None, Some(DEPENDENCIES_REQUEUE)));
+        inputs_applied::set(p, &mut status, &view, None);
+        let ending = PassEnding::Close(Some(DEPENDENCIES_REQUEUE));
+        return Ok(PassPlan::undecided(status, measured, effects, ending));
     }
-    next_op::settle_adopted_state(p, read, current.as_ref().map(|c| c.hash.as_str()));
+    let current_hash = current.as_ref().map(|c| c.hash.as_str());
+    next_op::settle_adopted_state(p, &mut status, read, current_hash);
     let gate = guard.as_ref().map_or(ApplyGate::Open, ExportsGuard::gate);
     let decision = next_op::decide_op(
         obj,
         p,
+        &status,
         &snap.stored,
         current.as_ref(),
         gate,
-        outputs.health_pending,
-        outputs.provisioned,
+        OutputsSeen {
+            provisioned: outputs.provisioned,
+            health_pending: outputs.health_pending,
+            definite: false,
+        },
         now,
     );
-    inputs_applied::set(p, &view, Some(&decision));
+    inputs_applied::set(p, &mut status, &view, Some(&decision));
     let ending = match next_op::decided_ending(
         obj,
         p,
+        &status,
         &snap.stored,
         &decision,
         current.as_ref(),
@@ -138,22 +155,21 @@ pub fn plan(
             PassEnding::Start(req)
         }
     };
-    Ok(ended(effects, decision, ending))
-}
-
-fn ended(effects: Vec<Effect>, decision: Decision, ending: PassEnding) -> PassPlan {
-    PassPlan {
+    Ok(PassPlan {
+        status,
+        measured,
         effects,
         decision: Some(decision),
         ending,
-    }
+    })
 }
 
 /// The pool's outputs: provider IDs to the spec, replicas, instances,
 /// `OutputsValid`, the provisioned latch and `InfrastructureHealthy`.
 fn plan_outputs_stage(
     obj: &TerraformMachinePool,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    status: &mut Draft,
     read: &Result<StateSummary, StateError>,
     effects: &mut Vec<Effect>,
 ) -> OutputsRead {
@@ -168,8 +184,8 @@ fn plan_outputs_stage(
             effects.push(Effect::PatchSpec(patch.clone()));
         }
         if let (Some(replicas), Some(instances)) = (plan.replicas, &plan.instances) {
-            p.draft.field("replicas", replicas);
-            p.draft.field("instances", instances);
+            status.field("replicas", replicas);
+            status.field("instances", instances);
             out.observed_replicas = Some(replicas);
         }
         let v = &plan.outputs_valid;
@@ -178,7 +194,7 @@ fn plan_outputs_stage(
         if v.status == "False" && !again {
             effects.push(Effect::CountOutputsInvalid(v.reason));
         }
-        p.draft.set(conditions::OUTPUTS_VALID, v);
+        status.set(conditions::OUTPUTS_VALID, v);
         out.provisioned = plan.provisioned;
         if plan.newly_provisioned {
             effects.push(Effect::Event {
@@ -189,20 +205,21 @@ fn plan_outputs_stage(
             });
         }
         out.health_pending =
-            pass_conditions::record_health(p, out.provisioned, plan.health.as_ref());
+            pass_conditions::record_health(status, out.provisioned, plan.health.as_ref());
     } else if !out.provisioned {
         let v = pass_conditions::not_yet_healthy(p);
-        p.draft.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
+        status.set(conditions::INFRASTRUCTURE_HEALTHY, &v);
     }
-    p.draft.set_provisioned(out.provisioned);
-    p.draft.field("ready", out.provisioned);
+    status.set_provisioned(out.provisioned);
+    status.field("ready", out.provisioned);
     out
 }
 
 /// Autoscaling mode: the module owns the count; it goes back to the
 /// MachinePool.
 fn plan_write_back(
-    p: &mut OpenPass,
+    p: &OpenPass,
+    status: &mut Draft,
     deps: &PoolDependencies,
     observed: Option<i32>,
     effects: &mut Vec<Effect>,
@@ -211,7 +228,7 @@ fn plan_write_back(
         return;
     };
     let plan = outputs::plan_replicas(mp, observed);
-    p.draft.set(conditions::AUTOSCALING_ACTIVE, &plan.condition);
+    status.set(conditions::AUTOSCALING_ACTIVE, &plan.condition);
     if let Some(r) = plan.written_back {
         let (reason, note) = outputs::written_back_note(r);
         effects.push(Effect::Event {
@@ -232,7 +249,7 @@ fn plan_write_back(
 /// `DependenciesReady` saying what is missing.
 fn plan_inputs(
     obj: &TerraformMachinePool,
-    p: &mut OpenPass,
+    status: &mut Draft,
     deps: &PoolDependencies,
     snap: &PoolSnapshot,
 ) -> Option<Built> {
@@ -253,14 +270,14 @@ fn plan_inputs(
     let d = match gated {
         Ok(d) => d,
         Err(c) => {
-            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            status.set(conditions::DEPENDENCIES_READY, &c);
             return None;
         }
     };
     let inline = obj.spec.workspace.variables.as_ref();
     match crate::adapters::variables::merge(Role::MachinePool, inline, &snap.sources) {
         Err(c) => {
-            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            status.set(conditions::DEPENDENCIES_READY, &c);
             None
         }
         Ok(vars) => Some(Built {
@@ -275,7 +292,8 @@ fn plan_inputs(
 /// exports and render the exports last applied instead.
 fn render_guarded(
     obj: &TerraformMachinePool,
-    p: &mut OpenPass,
+    p: &OpenPass,
+    status: &mut Draft,
     built: Option<Built>,
     stored: &Stored,
     effects: &mut Vec<Effect>,
@@ -286,13 +304,14 @@ fn render_guarded(
     let full = match exports::render(&b) {
         Ok(full) => full,
         Err(c) => {
-            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            status.set(conditions::DEPENDENCIES_READY, &c);
             return Ok((None, None));
         }
     };
     let planned = exports::plan_guard(
         obj,
         p,
+        status,
         &b,
         &stored.read,
         stored.applied.as_ref(),
@@ -306,13 +325,12 @@ fn render_guarded(
     };
     match rendered {
         Ok(r) => {
-            p.measured.inputs_bytes = crate::metrics::Observed::Value(r.bytes());
             let ready = crate::adapters::dependencies_ready();
-            p.draft.set(conditions::DEPENDENCIES_READY, &ready);
+            status.set(conditions::DEPENDENCIES_READY, &ready);
             Ok((Some(r), Some(planned.guard)))
         }
         Err(c) => {
-            p.draft.set(conditions::DEPENDENCIES_READY, &c);
+            status.set(conditions::DEPENDENCIES_READY, &c);
             Ok((None, None))
         }
     }

@@ -17,6 +17,7 @@ use crate::reconcile::job_start::StartRequest;
 use crate::reconcile::pass::Loaded;
 use crate::reconcile::settings::PassSettings;
 use crate::reconcile::status::Draft;
+use crate::reconcile::stored::ReadReport;
 
 const NS: &str = "team-a";
 
@@ -110,6 +111,7 @@ fn snapshot(read: Result<StateSummary, StateError>, sources: VariableSources) ->
     PoolSnapshot {
         stored: Stored {
             ever_applied: read.is_ok(),
+            report: ReadReport::for_plan_tests(&read, read.is_ok()),
             read,
             applied: None,
             attempt: None,
@@ -122,7 +124,7 @@ fn snapshot(read: Result<StateSummary, StateError>, sources: VariableSources) ->
     }
 }
 
-fn open_pass(obj: &TerraformMachinePool, deps: &PoolDependencies, now: SystemTime) -> OpenPass {
+fn open_pass(obj: &TerraformMachinePool, deps: &PoolDependencies) -> OpenPass {
     let eff = effective::machine_pool(
         &obj.spec,
         deps.tc.as_ref().map(|t| &t.spec),
@@ -153,7 +155,7 @@ fn open_pass(obj: &TerraformMachinePool, deps: &PoolDependencies, now: SystemTim
         jobs: Vec::new(),
         observed: Vec::new(),
     };
-    OpenPass::for_plan_tests(Draft::new(&[], 1, now), loaded, shared, false)
+    OpenPass::for_plan_tests(loaded, shared, false)
 }
 
 /// One whole pass: the plan and the draft it left.
@@ -163,9 +165,10 @@ fn run(
     snap: &PoolSnapshot,
 ) -> (PassPlan, Draft) {
     let now = SystemTime::now();
-    let mut p = open_pass(obj, deps, now);
-    let plan = plan(obj, &mut p, deps, snap, now).expect("the plan");
-    (plan, p.draft)
+    let p = open_pass(obj, deps);
+    let plan = plan(obj, &p, Draft::new(&[], 1, now), deps, snap, now).expect("the plan");
+    let status = plan.status.clone();
+    (plan, status)
 }
 
 fn reason_of(draft: &Draft, t: &str) -> Option<String> {
