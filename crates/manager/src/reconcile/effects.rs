@@ -31,6 +31,13 @@ pub struct Applied {
     pub backup: Option<BackupOutcome>,
 }
 
+/// What one effect learned.
+enum Learned {
+    Nothing,
+    RunLeaseReleased,
+    Backup(BackupOutcome),
+}
+
 /// Makes `effects` in order; the first failure stops the rest (the next
 /// pass plans them again from what it reads).
 pub async fn apply<K: Workload>(
@@ -40,18 +47,17 @@ pub async fn apply<K: Workload>(
 ) -> Result<Applied, Error> {
     let mut applied = Applied::default();
     for effect in effects {
-        if let Effect::BackUpState(due) = effect {
-            // Best effort: a failed backup does not stop the writes after it.
-            applied.backup = Some(back_up(ctx, obj, due).await);
-        } else if apply_one(ctx, obj, effect).await? {
-            applied.run_lease_released = true;
+        match apply_one(ctx, obj, effect).await? {
+            Learned::Nothing => {}
+            Learned::RunLeaseReleased => applied.run_lease_released = true,
+            Learned::Backup(outcome) => applied.backup = Some(outcome),
         }
     }
     Ok(applied)
 }
 
-/// Makes one effect; true when it gave the run lease back.
-async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Result<bool, Error> {
+/// Makes one effect, and says what it learned.
+async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Result<Learned, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     match effect {
@@ -77,7 +83,8 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
             ctx.metrics.forget(K::KIND.kind(), &ns, &name);
             super::cleanup::sweep_namespace(ctx, &ns, K::KIND, &name).await
         }
-        Effect::BackUpState(_) => unreachable!("made by apply, best effort"),
+        // Best effort: a failed backup does not stop the writes after it.
+        Effect::BackUpState(due) => return Ok(Learned::Backup(back_up(ctx, obj, due).await)),
         Effect::PromoteRecord {
             job,
             inputs_hash,
@@ -90,6 +97,47 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
             }
         }
         Effect::AdoptState { inputs_hash } => adopt_state(ctx, obj, inputs_hash.as_deref()).await?,
+        Effect::WriteAttemptRecord(_)
+        | Effect::RecordUnconfirmed { .. }
+        | Effect::ClearUnconfirmed => write_attempt_record(ctx, obj, effect).await?,
+        Effect::DeleteRunSecret { job } => {
+            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+            let secret = run_secret_name(job);
+            gone_is_done(secrets.delete(&secret, &DeleteParams::default()).await)?
+        }
+        Effect::ReleaseRunLease { job } => {
+            if release_leases(ctx, obj, job).await? {
+                return Ok(Learned::RunLeaseReleased);
+            }
+        }
+        Effect::DeleteJob { name } => {
+            let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+            gone_is_done(jobs.delete(name, &DeleteParams::background()).await)?
+        }
+        Effect::SupersedePlan(plan) => {
+            let why = "the inputs or the apply policy changed since it was made";
+            plans::supersede(ctx, obj, plan, why).await?
+        }
+        Effect::CountOutputsInvalid(_)
+        | Effect::CountRemediation(_)
+        | Effect::CountLeaseWait(_)
+        | Effect::CountInputsChanged
+        | Effect::CountRestore(_)
+        | Effect::CountIdentityDenied(_)
+        | Effect::CountStateReadFailed(_) => count::<K>(ctx, effect),
+    }
+    Ok(Learned::Nothing)
+}
+
+/// Writes the attempt record, or its mark of an apply of unknown outcome.
+async fn write_attempt_record<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    effect: &Effect,
+) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    match effect {
         Effect::WriteAttemptRecord(record) => {
             let record_name = attempt_record_name(K::KIND, &name);
             let labels = record_labels(K::KIND, &name);
@@ -104,20 +152,15 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
             let record = attempt_record_name(K::KIND, &name);
             set_unconfirmed(&ctx.client, &ns, &record, None).await?;
         }
-        Effect::DeleteRunSecret { job } => {
-            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-            let secret = run_secret_name(job);
-            gone_is_done(secrets.delete(&secret, &DeleteParams::default()).await)?
-        }
-        Effect::ReleaseRunLease { job } => return release_leases(ctx, obj, job).await,
-        Effect::DeleteJob { name } => {
-            let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-            gone_is_done(jobs.delete(name, &DeleteParams::background()).await)?
-        }
-        Effect::SupersedePlan(plan) => {
-            let why = "the inputs or the apply policy changed since it was made";
-            plans::supersede(ctx, obj, plan, why).await?
-        }
+        // Not a record write: `apply_one` makes it.
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Moves the counter a count effect names.
+fn count<K: Workload>(ctx: &Context, effect: &Effect) {
+    match effect {
         Effect::CountOutputsInvalid(reason) => ctx.metrics.outputs_invalid(K::KIND.kind(), reason),
         Effect::CountRemediation(action) => ctx.metrics.remediation_request(action),
         Effect::CountLeaseWait(what) => ctx.metrics.lease_wait_started(K::KIND.kind(), what),
@@ -127,8 +170,9 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
         Effect::CountStateReadFailed(reason) => {
             ctx.metrics.state_read_failed(K::KIND.kind(), reason)
         }
+        // Not a count: `apply_one` makes it.
+        _ => {}
     }
-    Ok(false)
 }
 
 /// Deletion under Retain, announced with how many Secrets stayed.
