@@ -25,6 +25,10 @@ use crate::names::{WorkloadKind, name_label};
 pub const TERMINATION_GRACE_SECONDS: i64 = 600;
 /// UID and group of the runner init container and the pod's volumes.
 pub const RUNNER_UID: i64 = 65532;
+/// The group the Job's processes run with unless the Job policy names one:
+/// an image's `65532:65532` reaches the runtime as the UID only, and with
+/// no `/etc/passwd` in the image the process would run with group 0.
+pub const RUNNER_GID: i64 = 65532;
 const BIN_DIR: &str = "/captf/bin";
 const WORK_DIR: &str = "/captf/work";
 const CREDENTIALS_DIR: &str = "/var/run/captf/credentials";
@@ -122,13 +126,16 @@ fn source_security_context(user: Option<&SecurityContext>) -> SecurityContext {
     sc
 }
 
+/// The pod's defaults (seccomp, the group of mounted files and of the
+/// processes), with the user's fields laid over them.
 fn pod_security_context(user: Option<&PodSecurityContext>) -> PodSecurityContext {
     let mut sc = user.cloned().unwrap_or_default();
     sc.seccomp_profile.get_or_insert(SeccompProfile {
         type_: "RuntimeDefault".to_owned(),
         ..Default::default()
     });
-    sc.fs_group.get_or_insert(RUNNER_UID);
+    sc.fs_group.get_or_insert(RUNNER_GID);
+    sc.run_as_group.get_or_insert(RUNNER_GID);
     sc
 }
 
@@ -530,6 +537,7 @@ mod tests {
         });
         req.pod_security_context = Some(PodSecurityContext {
             fs_group: Some(2000),
+            run_as_group: Some(3000),
             ..Default::default()
         });
         let job = build(&req).job;
@@ -541,6 +549,20 @@ mod tests {
         assert_eq!(sc.capabilities.unwrap().drop.unwrap(), ["ALL", "NET_RAW"]);
         let pod = spec.security_context.unwrap();
         assert_eq!(pod.fs_group, Some(2000));
+        assert_eq!(pod.run_as_group, Some(3000));
         assert_eq!(pod.seccomp_profile.unwrap().type_, "RuntimeDefault");
+    }
+
+    #[test]
+    fn the_pod_runs_with_group_65532_unless_the_policy_names_one() {
+        let job = build(&request(Op::Apply)).job;
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let sc = pod.security_context.unwrap();
+        assert_eq!(sc.run_as_group, Some(RUNNER_GID));
+        assert_eq!(sc.fs_group, Some(RUNNER_GID));
+        // The user is the image's own (a Terraform base image may run as
+        // root): only the group is set for the pod.
+        assert_eq!(sc.run_as_user, None);
+        assert_eq!(sc.run_as_non_root, None);
     }
 }
