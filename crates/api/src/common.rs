@@ -145,7 +145,7 @@ pub struct JobPolicy {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
     /// Security settings of the Job's pod, laid field by field over the defaults: the
-    /// `RuntimeDefault` seccomp profile, `fsGroup: 65532` and `runAsGroup: 65532`. UID 0, `runAsNonRoot: false`,
+    /// `RuntimeDefault` seccomp profile, `fsGroup: 65532`, `runAsUser: 65532` and `runAsGroup: 65532`. UID 0, `runAsNonRoot: false`,
     /// `Unconfined` profiles, Windows host processes and sysctls outside the Pod Security
     /// Standards baseline safe set are refused.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -126,8 +126,10 @@ fn source_security_context(user: Option<&SecurityContext>) -> SecurityContext {
     sc
 }
 
-/// The pod's defaults (seccomp, the group of mounted files and of the
-/// processes), with the user's fields laid over them.
+/// The pod's defaults (seccomp, the user and group of its processes and
+/// the group of mounted files), with the user's fields laid over them. The
+/// user is set with the group: containerd refuses to start a pod whose
+/// group is given without a user ("user group is specified without user").
 fn pod_security_context(user: Option<&PodSecurityContext>) -> PodSecurityContext {
     let mut sc = user.cloned().unwrap_or_default();
     sc.seccomp_profile.get_or_insert(SeccompProfile {
@@ -135,6 +137,7 @@ fn pod_security_context(user: Option<&PodSecurityContext>) -> PodSecurityContext
         ..Default::default()
     });
     sc.fs_group.get_or_insert(RUNNER_GID);
+    sc.run_as_user.get_or_insert(RUNNER_UID);
     sc.run_as_group.get_or_insert(RUNNER_GID);
     sc
 }
@@ -554,15 +557,33 @@ mod tests {
     }
 
     #[test]
-    fn the_pod_runs_with_group_65532_unless_the_policy_names_one() {
+    fn the_pod_runs_as_65532_in_group_65532_unless_the_policy_names_them() {
         let job = build(&request(Op::Apply)).job;
         let pod = job.spec.unwrap().template.spec.unwrap();
         let sc = pod.security_context.unwrap();
-        assert_eq!(sc.run_as_group, Some(RUNNER_GID));
         assert_eq!(sc.fs_group, Some(RUNNER_GID));
-        // The user is the image's own (a Terraform base image may run as
-        // root): only the group is set for the pod.
-        assert_eq!(sc.run_as_user, None);
-        assert_eq!(sc.run_as_non_root, None);
+        // Never a group without a user: containerd refuses that pod.
+        assert_eq!(
+            (sc.run_as_user, sc.run_as_group),
+            (Some(RUNNER_UID), Some(RUNNER_GID))
+        );
+        let mut req = request(Op::Apply);
+        req.pod_security_context = Some(PodSecurityContext {
+            run_as_user: Some(1000),
+            ..Default::default()
+        });
+        let sc = build(&req)
+            .job
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap()
+            .security_context
+            .unwrap();
+        assert_eq!(
+            (sc.run_as_user, sc.run_as_group),
+            (Some(1000), Some(RUNNER_GID))
+        );
     }
 }
