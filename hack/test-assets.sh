@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the test assets from the Go module proxy into a cache keyed by version:
 #   kube-apiserver, kube-controller-manager, etcd  -> $CACHE/kubernetes-v<k8s>/
+#   kubelet, kube-proxy, kube-scheduler (the node)  -> $CACHE/kubernetes-node-v<k8s>/
 #   tofu (OpenTofu)                                -> $CACHE/opentofu-v<tofu>/
 #   Cluster API managers, clusterctl, CRDs, webhooks -> $CACHE/cluster-api-v<capi>/
 #   kustomize                                      -> $CACHE/kustomize-v<kustomize>/
@@ -11,8 +12,9 @@
 #     or OCI_PROVIDER_DIST, with both sha256 sums of its SHA256SUMS checked)
 # Does nothing for an asset that is already there. Honours KUBEBUILDER_ASSETS
 # (a folder with kube-apiserver and etcd, the envtest convention, plus the
-# kube-controller-manager the test clusters run) and TOFU (a tofu binary) when
-# a user has binaries; those are checked, never built.
+# kube-controller-manager the test clusters run), NODE_ASSETS (a folder with
+# kubelet, kube-proxy and kube-scheduler) and TOFU (a tofu binary) when a
+# user has binaries; those are checked, never built.
 # Prints the resolved locations as shell assignments on stdout.
 set -euo pipefail
 
@@ -22,6 +24,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 cache=${CAPTF_ASSETS_CACHE:-$HOME/.cache/captf-test-assets}
 k8s_dir=$cache/kubernetes-v$KUBERNETES_VERSION
+node_dir=$cache/kubernetes-node-v$KUBERNETES_VERSION
 tofu_dir=$cache/opentofu-v$OPENTOFU_VERSION
 capi_dir=$cache/cluster-api-v$CLUSTER_API_VERSION
 kustomize_dir=$cache/kustomize-v$KUSTOMIZE_VERSION
@@ -51,15 +54,14 @@ new_wrapper() {
   printf 'module captf.local/testassets\n\ngo 1.26\n' >"$1/go.mod"
 }
 
-build_kubernetes() {
-  local v=$KUBERNETES_VERSION minor
-  minor=$(cut -d. -f2 <<<"$v")
-  local work; work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
-  log "building Kubernetes v$v (kube-apiserver, kube-controller-manager) and etcd v$ETCD_VERSION"
-  new_wrapper "$work"
+# k8s_wrapper DIR: a wrapper module in DIR requiring k8s.io/kubernetes at the
+# pinned version (and etcd's server), with every staging module replaced by
+# the version the proxy serves; the kube binaries build from it.
+k8s_wrapper() {
+  local v=$KUBERNETES_VERSION
+  new_wrapper "$1"
   (
-    cd "$work"
+    cd "$1"
     # The staging modules are required at v0.0.0 and replaced by paths inside
     # the kubernetes repository; the proxy serves each as v0.<minor>.<patch>.
     go mod download -json "k8s.io/kubernetes@v$v" >/dev/null
@@ -73,20 +75,66 @@ build_kubernetes() {
       edits+=(-replace="$m=$m@v0.${v#1.}")
     done
     go mod edit "${edits[@]}"
-    go get "k8s.io/kubernetes/cmd/kube-apiserver@v$v" "k8s.io/kubernetes/cmd/kube-controller-manager@v$v" \
-      "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >&2
+  )
+}
+
+# k8s_build DIR OUT CMD...: builds k8s.io/kubernetes/cmd/CMD... into OUT with
+# the version stamped as a release build stamps it.
+k8s_build() {
+  local dir=$1 out=$2; shift 2
+  local v=$KUBERNETES_VERSION minor c pkgs=()
+  minor=$(cut -d. -f2 <<<"$v")
+  for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  (
+    cd "$dir"
+    local gets=() p
+    for p in "${pkgs[@]}"; do gets+=("$p@v$v"); done
+    go get "${gets[@]}" >&2
     local pkg=k8s.io/component-base/version
     local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
     local ld="-s -w -X $pkg.gitVersion=v$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor \
       -X $pkg.gitTreeState=clean -X $pkg.gitCommit=v$v -X $pkg.buildDate=$date"
-    mkdir -p out
-    go build -trimpath -ldflags "$ld" -o out/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+    mkdir -p "$out"
+    go build -trimpath -ldflags "$ld" -o "$out/" "${pkgs[@]}"
+  )
+}
+
+build_kubernetes() {
+  local v=$KUBERNETES_VERSION
+  local work; work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  log "building Kubernetes v$v (kube-apiserver, kube-controller-manager) and etcd v$ETCD_VERSION"
+  k8s_wrapper "$work"
+  (cd "$work" && go get "k8s.io/kubernetes/cmd/kube-apiserver@v$v" "k8s.io/kubernetes/cmd/kube-controller-manager@v$v" \
+    "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >&2)
+  k8s_build "$work" "$work/out" kube-apiserver kube-controller-manager
+  (
+    cd "$work"
     go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD_VERSION" -o out/etcd go.etcd.io/etcd/server/v3
   )
   local v_out; v_out=$("$work/out/kube-apiserver" --version)
   [ "$v_out" = "Kubernetes v$v" ] || die "kube-apiserver reports '$v_out', expected 'Kubernetes v$v'"
   mkdir -p "$cache"
   rm -rf "$k8s_dir.tmp" && mv "$work/out" "$k8s_dir.tmp" && mv "$k8s_dir.tmp" "$k8s_dir"
+}
+
+# The real node's Kubernetes parts, from the same module version: the
+# kubelet, kube-proxy and the scheduler that binds pods to the node.
+NODE_BINARIES="kubelet kube-proxy kube-scheduler"
+build_kubernetes_node() {
+  local v=$KUBERNETES_VERSION b
+  local work; work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  log "building Kubernetes v$v node parts ($NODE_BINARIES)"
+  k8s_wrapper "$work"
+  # shellcheck disable=SC2086
+  k8s_build "$work" "$work/out" $NODE_BINARIES
+  for b in kubelet kube-scheduler; do
+    local v_out; v_out=$("$work/out/$b" --version)
+    [ "$v_out" = "Kubernetes v$v" ] || die "$b reports '$v_out', expected 'Kubernetes v$v'"
+  done
+  mkdir -p "$cache"
+  rm -rf "$node_dir.tmp" && mv "$work/out" "$node_dir.tmp" && mv "$node_dir.tmp" "$node_dir"
 }
 
 build_tofu() {
@@ -293,6 +341,18 @@ else
   done
 fi
 
+if [ -n "${NODE_ASSETS:-}" ]; then
+  node_assets=$NODE_ASSETS
+  for b in $NODE_BINARIES; do
+    [ -x "$node_assets/$b" ] || die "NODE_ASSETS=$node_assets has no executable $b"
+  done
+else
+  node_assets=$node_dir
+  for b in $NODE_BINARIES; do
+    [ -x "$node_dir/$b" ] || { build_kubernetes_node & pids+=($!); break; }
+  done
+fi
+
 if [ -n "${TOFU:-}" ]; then
   [ -x "$TOFU" ] || die "TOFU=$TOFU is not an executable"
   tofu=$TOFU
@@ -322,4 +382,4 @@ if [ ! -x "$oci_dir/$oci_rel" ] || [ "$(oci_source_stamp)" != "$(cat "$oci_dir/i
   install_oci_provider
 fi
 
-printf 'KUBEBUILDER_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\nCERT_MANAGER_CRDS=%q\nMDBOOK=%q\nOCI_PROVIDER_MIRROR=%q\n' "$kube_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize" "$cert_manager_dir/crd" "$mdbook_dir/bin/mdbook" "$oci_dir/mirror"
+printf 'KUBEBUILDER_ASSETS=%q\nNODE_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\nCERT_MANAGER_CRDS=%q\nMDBOOK=%q\nOCI_PROVIDER_MIRROR=%q\n' "$kube_assets" "$node_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize" "$cert_manager_dir/crd" "$mdbook_dir/bin/mdbook" "$oci_dir/mirror"

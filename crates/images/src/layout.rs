@@ -39,6 +39,9 @@ pub struct ImageSpec {
     pub working_dir: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub env: Vec<String>,
+    /// The config's `Entrypoint` (none when empty): the provider's images
+    /// have none (the Job names its command); a test's pause image does.
+    pub entrypoint: Vec<String>,
 }
 
 /// What a layout holds once written.
@@ -179,6 +182,9 @@ fn config_json(spec: &ImageSpec, diff_id: &str) -> serde_json::Value {
     }
     if let Some(dir) = &spec.working_dir {
         config["WorkingDir"] = serde_json::json!(dir);
+    }
+    if !spec.entrypoint.is_empty() {
+        config["Entrypoint"] = serde_json::json!(spec.entrypoint);
     }
     serde_json::json!({
         "architecture": "amd64",
@@ -336,6 +342,7 @@ mod tests {
             working_dir: None,
             labels: BTreeMap::from([("a".to_string(), "b".to_string())]),
             env: vec![],
+            entrypoint: vec![],
         }
     }
 

@@ -61,6 +61,7 @@ pub fn manager_image(manager: &Path, runner: &Path, p: &Provenance) -> ImageSpec
         working_dir: None,
         labels: oci_labels(p, "captf-manager"),
         env: vec![],
+        entrypoint: vec![],
     }
 }
 
@@ -133,6 +134,7 @@ pub fn module_image(
         working_dir: Some("/captf".into()),
         labels,
         env: vec![],
+        entrypoint: vec![],
     })
 }
 

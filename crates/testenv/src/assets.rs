@@ -18,6 +18,10 @@ pub enum AssetError {
         path: PathBuf,
         var: &'static str,
     },
+    #[error(
+        "{0} is not on PATH: the real node needs Debian's containerd, runc, containernetworking-plugins, iptables and busybox-static (.ci/run installs them)"
+    )]
+    MissingTool(&'static str),
     #[error("hack/versions.env has no {0}")]
     NoVersion(&'static str),
     #[error("cannot find the home directory (HOME is unset) to locate the asset cache")]
@@ -66,6 +70,29 @@ fn existing(name: &'static str, path: PathBuf, var: &'static str) -> Result<Path
 pub fn control_plane_binary(name: &'static str) -> Result<PathBuf, AssetError> {
     let (dir, var) = kubernetes_dir()?;
     existing(name, dir.join(name), var)
+}
+
+/// Path of a real node's binary (`kubelet`, `kube-proxy`, `kube-scheduler`):
+/// under `NODE_ASSETS`, else the cached build of the pinned version.
+pub fn node_binary(name: &'static str) -> Result<PathBuf, AssetError> {
+    let dir = match std::env::var_os("NODE_ASSETS") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let v = version("KUBERNETES_VERSION")?;
+            cache_dir()?.join(format!("kubernetes-node-v{v}"))
+        }
+    };
+    existing(name, dir.join(name), "NODE_ASSETS")
+}
+
+/// A host tool the real node needs (`containerd`, `ctr`, `runc`,
+/// `iptables`), found on `PATH`; `.ci/run` installs Debian's.
+pub fn host_tool(name: &'static str) -> Result<PathBuf, AssetError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or(AssetError::MissingTool(name))
 }
 
 /// Path of the OpenTofu binary: `TOFU`, else the cached build.

@@ -26,6 +26,7 @@ pub mod control_plane;
 pub mod crds;
 pub mod executor;
 pub mod gate;
+pub mod node;
 pub mod nodes;
 pub mod pki;
 pub mod process;
@@ -716,6 +717,8 @@ fn register_exit_hook() {
 /// remove its folder.
 extern "C" fn stop_at_exit() {
     STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+    // The node first: its kubelet reports to the control plane to the end.
+    node::stop_node();
     let managers = std::mem::take(&mut *CAPI_RUNNING.lock().unwrap_or_else(|p| p.into_inner()));
     for mut p in managers.into_iter().rev() {
         p.stop(std::time::Duration::from_secs(5));

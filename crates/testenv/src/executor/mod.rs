@@ -80,8 +80,11 @@ pub const NODE_NAME: &str = "captf-local-executor";
 
 async fn register_node(client: &kube::Client) -> Result<(), kube::Error> {
     let nodes: Api<NodeObject> = Api::all(client.clone());
+    // Unschedulable: the executor binds its pods itself; a scheduler (the
+    // real node's) must not bind pods here, which the executor then skips.
     let node: NodeObject = serde_json::from_value(serde_json::json!({
         "metadata": {"name": NODE_NAME, "labels": {"kubernetes.io/hostname": NODE_NAME}},
+        "spec": {"unschedulable": true},
     }))
     .expect("static node");
     match nodes.create(&PostParams::default(), &node).await {

@@ -1,0 +1,109 @@
+//! The real node: a pod created through the apiserver is bound by the
+//! scheduler to the kubelet's Node and run by containerd and runc, with
+//! the security context a CAPTF Job asks for enforced (the user and group,
+//! the read-only root, the memory limit in the container's cgroup).
+
+use captf_testenv::node::config::NODE_TAINT;
+use captf_testenv::node::images::SHELL_IMAGE;
+use captf_testenv::{TestEnv, eventually};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use serde_json::json;
+
+/// What the container finds out about itself, as its termination message.
+const SELF_REPORT: &str = r#"
+uid=$(id -u); gid=$(id -g)
+if touch /probe 2>/dev/null; then root=writable; else root=read-only; fi
+limit=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)
+echo "uid=$uid gid=$gid root=$root memory=$limit" > /dev/termination-log
+"#;
+
+/// The security settings of a CAPTF Job's pod (`jobs/build.rs`).
+fn job_like_pod() -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "self-report"},
+        "spec": {
+            "restartPolicy": "Never",
+            "tolerations": [{"key": NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+            "securityContext": {
+                "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+                "seccompProfile": {"type": "RuntimeDefault"}
+            },
+            "containers": [{
+                "name": "source",
+                "image": SHELL_IMAGE,
+                "imagePullPolicy": "Never",
+                "command": ["/bin/sh", "-c", SELF_REPORT],
+                "resources": {"limits": {"memory": "64Mi", "cpu": "100m"}},
+                "securityContext": {
+                    "runAsNonRoot": true,
+                    "readOnlyRootFilesystem": true,
+                    "allowPrivilegeEscalation": false,
+                    "capabilities": {"drop": ["ALL"]}
+                }
+            }]
+        }
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_pod_runs_on_the_real_kubelet_with_its_security_context_enforced() {
+    let env = TestEnv::get().await;
+    let node = env.real_node().await;
+    eprintln!("node started in {:.1} s", node.started_in.as_secs_f64());
+    let ns = env.namespace().await;
+    let pods = ns.api::<Pod>();
+    pods.create(&PostParams::default(), &job_like_pod())
+        .await
+        .unwrap();
+    let watched = pods.clone();
+    let finished = async move {
+        eventually("the pod to finish", 60, || async {
+            let p = watched.get("self-report").await.ok()?;
+            let phase = p.status.as_ref()?.phase.clone()?;
+            (phase == "Succeeded" || phase == "Failed").then_some(p)
+        })
+        .await
+    };
+    let pod = match tokio::spawn(finished).await {
+        Ok(pod) => pod,
+        Err(e) => {
+            let now = pods.get("self-report").await.ok();
+            panic!(
+                "{e}\npod: {}\n{}",
+                serde_json::to_string_pretty(&now.and_then(|p| p.status)).unwrap(),
+                node.logs(40)
+            );
+        }
+    };
+    let spec = pod.spec.unwrap();
+    assert_eq!(
+        spec.node_name.as_deref(),
+        Some(node.name),
+        "bound by the scheduler"
+    );
+    let status = pod.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Succeeded"));
+    let container = &status.container_statuses.unwrap()[0];
+    let report = container
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .and_then(|t| t.message.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        report.trim(),
+        format!(
+            "uid=65532 gid=65532 root=read-only memory={}",
+            64 * 1024 * 1024
+        ),
+        "what the container saw of itself"
+    );
+    // Imported with its digest: the runtime reports it as a pull would.
+    assert!(
+        container.image_id.starts_with("captf.test/shell@sha256:"),
+        "{}",
+        container.image_id
+    );
+}
