@@ -31,6 +31,34 @@ use crate::engine::preamble::{Preamble, PreambleInput, preamble};
 use crate::records::InputsRecord;
 use crate::state::reader::{StateError, StateSummary};
 
+/// How the pass of a machine or a pool begins: the quiet resync, the pass
+/// counted, the opening stages, and the end of a pass whose Job still
+/// runs. `Continue` hands the rest to the kind's fetch. (The cluster's
+/// driver orders the same pieces around its owner read and its plans.)
+pub async fn begin<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    settings: &PassSettings,
+    now: SystemTime,
+) -> Result<Opening, Error> {
+    if let Some(action) = super::quiet::resync(ctx, obj, settings.identity.as_ref()).await? {
+        return Ok(Opening::Done(action));
+    }
+    super::quiet::unsettle(ctx, obj);
+    let ns = obj.namespace().unwrap_or_default();
+    ctx.passes.count(K::KIND.kind(), &ns, &obj.name_any());
+    let opened = match open(ctx, obj, settings, now).await? {
+        Opening::Done(action) => return Ok(Opening::Done(action)),
+        Opening::Continue(opened) => opened,
+    };
+    if opened.pass.active.is_some() {
+        let mut closing = Closing::opened(*opened);
+        let action = super::ending::close_active(ctx, obj, &mut closing, now).await?;
+        return Ok(Opening::Done(action));
+    }
+    Ok(Opening::Continue(opened))
+}
+
 /// The preamble and the opening stages. `Done` ends the pass.
 pub async fn open<K: Workload>(
     ctx: &Context,

@@ -10,44 +10,30 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use captf_api::TerraformMachinePool;
-use captf_api::names::kinds;
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::dependencies::read_pool_dependencies;
 use super::ending;
-use super::open_pass::{Closing, Opened, Opening};
+use super::open_pass::{Opened, Opening};
 use super::opening;
-use super::quiet;
 use super::{Context, Error};
 
-/// The pass: dependencies from the caches, the shared opening stages, then
-/// the rest as fetch → plan → execute (`pool/pass.rs`).
+/// The pass: dependencies from the caches, its settings, the shared
+/// beginning (`opening::begin`), then fetch → plan → execute (`pool/pass.rs`).
 pub async fn reconcile(obj: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Result<Action, Error> {
     let obj = &*obj;
     let ctx = &*ctx;
     let now = SystemTime::now();
-    let ns = obj.namespace().unwrap_or_default();
     let deps = read_pool_dependencies(ctx, obj).await?;
     let settings = settings::pass_settings(ctx, obj, &deps);
-    if let Some(action) = quiet::resync(ctx, obj, settings.identity.as_ref()).await? {
-        return Ok(action);
-    }
-    quiet::unsettle(ctx, obj);
-    ctx.passes
-        .count(kinds::TERRAFORM_MACHINE_POOL, &ns, &obj.name_any());
-    let opened = match opening::open(ctx, obj, &settings, now).await? {
-        Opening::Done(action) => return Ok(action),
-        Opening::Continue(opened) => *opened,
-    };
-    if opened.pass.active.is_some() {
-        return ending::close_active(ctx, obj, &mut Closing::opened(opened), now).await;
-    }
     let Opened {
         pass,
         status,
         early,
-    } = opened;
+    } = match opening::begin(ctx, obj, &settings, now).await? {
+        Opening::Done(action) => return Ok(action),
+        Opening::Continue(opened) => *opened,
+    };
     let snapshot = pass::fetch(ctx, obj, &pass, &status, early, &deps).await?;
     let plan = pass::plan(obj, &pass, status, &deps, &snapshot, now)?;
     ending::execute(ctx, obj, pass, plan, now).await
