@@ -32,6 +32,20 @@ pub const CONTROLLERS: &[&str] = &[
     "root-ca-certificate-publisher-controller",
 ];
 
+/// The Services' range, and the `kubernetes` Service's ClusterIP (its
+/// first address), which the serving certificate names.
+const SERVICE_RANGE: &str = "10.0.0.0/24";
+const SERVICE_IP: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+
+/// The host's address on its default route (no packet is sent: connecting
+/// a UDP socket only picks the route); `None` without one.
+pub fn host_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.123:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -143,7 +157,9 @@ impl ControlPlane {
         let kcm_bin = assets::control_plane_binary("kube-controller-manager")?;
 
         let logs = mkdir(root.join("logs"))?;
-        let pki = Pki::write(&mkdir(root.join("pki"))?)?;
+        let host = host_address();
+        let serving_ips: Vec<std::net::IpAddr> = host.iter().copied().chain([SERVICE_IP]).collect();
+        let pki = Pki::write(&mkdir(root.join("pki"))?, &serving_ips)?;
         let mut cp = ControlPlane {
             root: root.to_owned(),
             kubeconfig: root.join("kubeconfig"),
@@ -171,10 +187,18 @@ impl ControlPlane {
 
         let secure_port = free_port()?;
         let server = format!("https://127.0.0.1:{secure_port}");
+        // Pods of a real node reach the apiserver through the `kubernetes`
+        // Service, whose endpoint is the advertised address: the host's
+        // own, listened on beside loopback. Without one (no route), only
+        // loopback, and the Service has no endpoint.
+        let (bind, advertise, reconciler) = match host {
+            Some(ip) => ("0.0.0.0".to_owned(), ip.to_string(), "lease"),
+            None => ("127.0.0.1".to_owned(), "127.0.0.1".to_owned(), "none"),
+        };
         let apiserver_args = vec![
             format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".to_owned(),
-            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--bind-address={bind}"),
+            format!("--advertise-address={advertise}"),
             format!("--secure-port={secure_port}"),
             format!("--cert-dir={}", mkdir(root.join("apiserver"))?.display()),
             format!("--tls-cert-file={}", pki.serving_cert.display()),
@@ -189,11 +213,12 @@ impl ControlPlane {
                 "--service-account-signing-key-file={}",
                 pki.service_account_key.display()
             ),
-            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            format!("--service-cluster-ip-range={SERVICE_RANGE}"),
             "--authorization-mode=RBAC".to_owned(),
             "--allow-privileged=true".to_owned(),
-            // A loopback address cannot be an endpoint of the kubernetes Service.
-            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--endpoint-reconciler-type={reconciler}"),
+            // Logs and exec through a real node's kubelet, by its address.
+            "--kubelet-preferred-address-types=InternalIP".to_owned(),
             "--enable-priority-and-fairness=false".to_owned(),
         ];
         cp.processes.push(Process::start(

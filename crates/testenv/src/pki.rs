@@ -48,8 +48,10 @@ fn write(path: PathBuf, contents: &str) -> Result<PathBuf, PkiError> {
 }
 
 impl Pki {
-    /// Generates fresh material into `dir`.
-    pub fn write(dir: &Path) -> Result<Pki, PkiError> {
+    /// Generates fresh material into `dir`; the apiserver's serving
+    /// certificate also names `serving_ips` (the host address pods reach
+    /// it on, the `kubernetes` Service's ClusterIP).
+    pub fn write(dir: &Path, serving_ips: &[IpAddr]) -> Result<Pki, PkiError> {
         let mut ca = CertificateParams::new(Vec::<String>::new())?;
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name
@@ -70,6 +72,9 @@ impl Pki {
         serving
             .subject_alt_names
             .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        for ip in serving_ips {
+            serving.subject_alt_names.push(SanType::IpAddress(*ip));
+        }
         serving
             .distinguished_name
             .push(DnType::CommonName, "kube-apiserver");

@@ -50,21 +50,6 @@ pub struct Node {
     stopped: bool,
 }
 
-/// The host's address on its default route (the kubelet's node IP).
-fn host_address() -> Result<String, String> {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
-    // No packet is sent: connecting a UDP socket only picks the route.
-    socket
-        .connect("192.0.2.123:9")
-        .or_else(|_| socket.connect("10.255.255.255:9"))
-        .map_err(|e| format!("finding the host's address: {e}"))?;
-    Ok(socket
-        .local_addr()
-        .map_err(|e| e.to_string())?
-        .ip()
-        .to_string())
-}
-
 fn write(path: PathBuf, text: &str) -> Result<PathBuf, String> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -125,7 +110,9 @@ impl Node {
             .map_err(|e| format!("creating the node's folder: {e}"))?
             .keep();
         let paths = NodePaths { root };
-        let address = host_address()?;
+        let address = crate::control_plane::host_address()
+            .ok_or("the host has no address on a default route for the kubelet")?
+            .to_string();
         let mut node = Node {
             _host_lock: host_lock,
             paths,

@@ -1,13 +1,16 @@
 //! The real node: a pod created through the apiserver is bound by the
 //! scheduler to the kubelet's Node and run by containerd and runc, with
 //! the security context a CAPTF Job asks for enforced (the user and group,
-//! the read-only root, the memory limit in the container's cgroup).
+//! the read-only root, the memory limit in the container's cgroup), and
+//! reaches the apiserver through the `kubernetes` Service, as a runner
+//! does.
 
 use captf_testenv::node::config::NODE_TAINT;
 use captf_testenv::node::images::SHELL_IMAGE;
 use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 /// What the container finds out about itself, as its termination message.
@@ -15,7 +18,8 @@ const SELF_REPORT: &str = r#"
 uid=$(id -u); gid=$(id -g)
 if touch /probe 2>/dev/null; then root=writable; else root=read-only; fi
 limit=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)
-echo "uid=$uid gid=$gid root=$root memory=$limit" > /dev/termination-log
+if echo | nc -w 5 "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT"; then api=connects; else api=unreachable; fi
+echo "uid=$uid gid=$gid root=$root memory=$limit api=$api" > /dev/termination-log
 "#;
 
 /// The security settings of a CAPTF Job's pod (`jobs/build.rs`).
@@ -95,10 +99,21 @@ async fn a_pod_runs_on_the_real_kubelet_with_its_security_context_enforced() {
     assert_eq!(
         report.trim(),
         format!(
-            "uid=65532 gid=65532 root=read-only memory={}",
+            "uid=65532 gid=65532 root=read-only memory={} api=connects",
             64 * 1024 * 1024
         ),
         "what the container saw of itself"
+    );
+    // What the Service address leads to: the apiserver, advertised on the
+    // host's address (busybox's TLS client shares no cipher suite with
+    // the apiserver, so the pod only connects).
+    let slices: Api<EndpointSlice> = Api::namespaced(env.client(), "default");
+    let slice = slices.get("kubernetes").await.unwrap();
+    let addresses: Vec<&String> = slice.endpoints.iter().flat_map(|e| &e.addresses).collect();
+    assert_eq!(
+        addresses,
+        [&node.address],
+        "the apiserver's advertised address"
     );
     // Imported with its digest: the runtime reports it as a pull would.
     assert!(
