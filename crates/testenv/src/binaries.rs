@@ -7,8 +7,9 @@
 //!   invocation finds every unit fresh and builds nothing);
 //! - [`static_linked`]: the runner and the manager as the release recipe
 //!   makes them (`make images`): glibc linked in with `+crt-static`, so a
-//!   binary runs in an image without a libc. Debug profile: the tests want
-//!   the recipe, not the optimiser.
+//!   binary runs in an image without a libc (the images the real node runs);
+//!   with them the test-only `captf-probe` a module image of a test carries.
+//!   Debug profile: the tests want the recipe, not the optimiser.
 //!
 //! One invocation per kind, whatever a test asks for: each distinct package
 //! selection would resolve features anew and compile the dependencies again.
@@ -28,6 +29,8 @@ pub const STATIC_ARGS: &[&str] = &[
     "captf-runner",
     "-p",
     "captf-manager",
+    "-p",
+    "captf-testenv",
     "--bins",
     "--target",
     TARGET,
@@ -112,7 +115,7 @@ pub fn debug(bin: &str) -> PathBuf {
     target_dir().join("debug").join(bin)
 }
 
-/// The static build of `bin` (`runner` or `manager`). Panics when the build
+/// The static build of `bin` (`runner`, `manager` or `captf-probe`). Panics when the build
 /// fails.
 pub fn static_linked(bin: &str) -> PathBuf {
     static BUILT: OnceLock<Result<(), String>> = OnceLock::new();

@@ -113,6 +113,12 @@ impl Pki {
 /// names) into `dir`. Returns the CA's PEM: the `caBundle` of the webhook
 /// configurations that call this server.
 pub fn write_webhook_serving_pair(dir: &Path) -> Result<String, PkiError> {
+    write_serving_pair_for(dir, &[])
+}
+
+/// [`write_webhook_serving_pair`] for a server reached also by the DNS
+/// names `extra_names` (a Service's `<name>.<namespace>.svc`).
+pub fn write_serving_pair_for(dir: &Path, extra_names: &[String]) -> Result<String, PkiError> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.distinguished_name
@@ -123,7 +129,9 @@ pub fn write_webhook_serving_pair(dir: &Path) -> Result<String, PkiError> {
     ];
     let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate()?)?;
     let key = KeyPair::generate()?;
-    let mut serving = CertificateParams::new(vec!["localhost".to_owned()])?;
+    let mut names = vec!["localhost".to_owned()];
+    names.extend(extra_names.iter().cloned());
+    let mut serving = CertificateParams::new(names)?;
     serving
         .subject_alt_names
         .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));

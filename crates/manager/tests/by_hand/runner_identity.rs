@@ -1,8 +1,9 @@
 //! A module is third-party code: from inside its runner pod, with the pod's
 //! own token, it must reach its own state and nothing else of the namespace.
 //!
-//! A probe module (the noop pool module plus a `local-exec` step) asks the
-//! apiserver, with the token mounted in its pod, for another pool's state
+//! A probe module (the noop pool module plus a `local-exec` step running
+//! `captf-probe`, on the real node) asks the apiserver, with the token
+//! mounted in its pod, for another pool's state
 //! Secret, its credentials mirror, the bootstrap Secret, the cluster's
 //! kubeconfig Secret, the namespace's Secret list and its own state, and
 //! writes the HTTP codes it got into a Secret (`create` is the one write RBAC
@@ -17,6 +18,7 @@ use crate::support;
 use std::collections::BTreeMap;
 
 use captf_api::TerraformMachinePool;
+use captf_images::layout::{Content, Entry, ImageSpec};
 use captf_manager::capi;
 use captf_manager::names::{WorkloadKind, state_secret, state_suffix};
 use captf_testenv::{TestEnv, TestNamespace, eventually};
@@ -28,48 +30,34 @@ use serde_json::{Value, json};
 use support::pools::*;
 use support::{insert_module, module_image};
 
-/// The probe's Python, run by `local-exec` with the pod's environment. It
-/// reads `NAMES` (Secrets to GET), `NS` and `RESULT` from the lines above it.
-const PROBE: &str = r#"
-import json, os, ssl, urllib.request, urllib.error
-sa = "/var/run/secrets/kubernetes.io/serviceaccount"
-token = open(sa + "/token").read().strip()
-tls = ssl.create_default_context(cafile=sa + "/ca.crt")
-host = os.environ["KUBERNETES_SERVICE_HOST"]
-if ":" in host:
-    host = "[" + host + "]"
-base = "https://" + host + ":" + os.environ["KUBERNETES_SERVICE_PORT"] + "/api/v1/namespaces/" + NS + "/secrets"
-def code(method, url, body=None):
-    req = urllib.request.Request(url, method=method, data=body, headers={
-        "Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, context=tls, timeout=10) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-codes = {"list": code("GET", base)}
-for name in NAMES:
-    codes[name] = code("GET", base + "/" + name)
-doc = {"metadata": {"name": RESULT}, "stringData": {"codes": json.dumps(codes)}}
-written = code("POST", base, json.dumps(doc).encode())
-if written != 201:
-    raise SystemExit("probe: writing " + RESULT + ": HTTP " + str(written))
-"#;
+/// Where the probe (`captf-probe`, static) sits in the probe module's image.
+const PROBE_BINARY: &str = "/captf/probe";
 
-/// `probe.tf`: a `terraform_data` whose creation runs the probe.
+/// `probe.tf`: a `terraform_data` whose creation runs the probe in the
+/// runner's pod (no shell: the probe is the `local-exec` interpreter, the
+/// names its one argument).
 fn probe_tf(namespace: &str, names: &[String], result: &str) -> String {
-    let script = format!(
-        "NS = {}\nNAMES = {}\nRESULT = {}\n{PROBE}",
-        json!(namespace),
-        json!(names),
-        json!(result)
-    );
-    // No `${` or `%{` in the script, so the heredoc holds it verbatim.
-    assert!(!script.contains("${") && !script.contains("%{"));
     format!(
         "resource \"terraform_data\" \"probe\" {{\n  provisioner \"local-exec\" {{\n    \
-         interpreter = [\"/usr/bin/python3\", \"-c\"]\n    command = <<EOT\n{script}EOT\n  }}\n}}\n"
+         interpreter = [{}, {}, {}]\n    command = {}\n  }}\n}}\n",
+        json!(PROBE_BINARY),
+        json!(namespace),
+        json!(result),
+        json!(names.join(","))
     )
+}
+
+/// The probe module's image: the noop pool module with `probe.tf`, and
+/// the probe binary.
+fn probe_image(tmp: &std::path::Path, pool: &str, probe: &str) -> ImageSpec {
+    let mut image = module_image(tmp, "machinepool", pool, &[("probe.tf", probe)]);
+    image.entries.push(Entry {
+        path: PROBE_BINARY.to_owned(),
+        content: Content::HostFile(captf_testenv::binaries::static_linked("captf-probe")),
+        mode: 0o755,
+        owner: 0,
+    });
+    image
 }
 
 /// A MachinePool and its TerraformMachinePool `name`, owned and labeled as
@@ -188,13 +176,12 @@ async fn a_module_reaches_its_own_state_and_nothing_else_of_the_namespace() {
         names.push(own.clone());
         let text = probe_tf(ns.name(), &names, &format!("probe-result-{pool}"));
         let reference = format!("local.test/probe-{pool}:{}", ns.name());
-        let image = module_image(tmp.path(), "machinepool", pool, &[("probe.tf", &text)]);
-        insert_module(env, &reference, image);
-        (reference, own)
+        (reference, probe_image(tmp.path(), pool, &text), own)
     };
 
     // The probing pool, under its own identity.
-    let (image, own_state) = probe("prober");
+    let (image, spec, own_state) = probe("prober");
+    insert_module(env, &image, spec).await;
     create_pool(
         &ns,
         "prober",
@@ -238,7 +225,8 @@ async fn a_module_reaches_its_own_state_and_nothing_else_of_the_namespace() {
     // It must consent first: unlabeled, no Job runs as it.
     support::namespace_wide_runner(&ns, "broad-runner").await;
     let accounts = ns.api::<ServiceAccount>();
-    let (image, _) = probe("broad");
+    let (image, spec, _) = probe("broad");
+    insert_module(env, &image, spec).await;
     create_pool(
         &ns,
         "broad",

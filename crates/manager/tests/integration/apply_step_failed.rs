@@ -10,7 +10,7 @@
 //! finalizer. The operator's confirmation releases it: the apply runs
 //! again (the role whole by then) and the object becomes Ready; deleted, it
 //! goes. Controllers in this process, the real control plane, Cluster API's
-//! controllers, the local executor, the real runner and OpenTofu.
+//! controllers, the real node, the real runner and OpenTofu.
 
 use crate::support;
 

@@ -7,7 +7,7 @@
 //! state restores the backup it is asked for, then destroys what the
 //! restored state records. Controllers in this process,
 //! the real control plane, Cluster API's controllers owning the Cluster,
-//! the local executor running the real runner and OpenTofu.
+//! the real node running the real runner and OpenTofu.
 //!
 //! Cost: a pass over a state serial it saw already makes no backup request;
 //! each new serial costs one LIST of the object's backups, one create per

@@ -1,6 +1,6 @@
 //! The provider driven by Cluster API's own controllers: the core manager
 //! (and the kubeadm providers) as processes against the real control plane,
-//! this provider's controllers in the test process, the local executor
+//! this provider's controllers in the test process, the real node
 //! running the real runner and OpenTofu, and the node agent standing in for
 //! the kubelets of the pool's members. Nothing here plays Cluster API: the
 //! owner references, cluster-name labels, the MachinePool's provider ID list,
@@ -219,14 +219,14 @@ async fn set_replicas(ns: &TestNamespace, replicas: i32) {
 }
 
 async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path) -> Manager {
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp));
+    insert_manager(env, ns.name()).await;
     for role in ["cluster", "machine", "machinepool"] {
         insert_module(
             env,
             &module_ref(role, ns.name()),
             module_image(tmp, role, "v1", &[]),
-        );
+        )
+        .await;
     }
     install_runner_role(&ns.client()).await;
     start_manager(ns.client(), ns.name())

@@ -1,5 +1,5 @@
 //! A TerraformCluster end to end: the controllers in this process, the real
-//! control plane, the local executor running the real runner and OpenTofu on
+//! control plane, the real node running the real runner and OpenTofu on
 //! the noop cluster module, and Cluster API's own controllers owning the
 //! clusters.
 
@@ -170,8 +170,7 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     insert_module(
         env,
         &module_ref("cluster", ns.name()),
@@ -181,7 +180,8 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
             "v1",
             &[("replaceable.tf", REPLACEABLE)],
         ),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
 
@@ -406,13 +406,13 @@ async fn drift_is_reported_after_the_state_changes() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     insert_module(
         env,
         &module_ref("cluster", ns.name()),
         module_image(tmp.path(), "cluster", "v1", &[]),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
 
@@ -489,13 +489,13 @@ async fn a_paused_cluster_starts_nothing_until_unpaused() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     insert_module(
         env,
         &module_ref("cluster", ns.name()),
         module_image(tmp.path(), "cluster", "v1", &[]),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
     create_cluster(
@@ -578,13 +578,13 @@ async fn an_identity_holds_the_cluster_until_it_allows_the_namespace() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     insert_module(
         env,
         &module_ref("cluster", ns.name()),
         module_image(tmp.path(), "cluster", "v1", &[]),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
 
@@ -672,13 +672,13 @@ async fn a_manual_cluster_plans_and_applies_only_the_approved_plan() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     insert_module(
         env,
         &module_ref("cluster", ns.name()),
         module_image(tmp.path(), "cluster", "v1", &[]),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
     create_cluster(
@@ -769,13 +769,13 @@ async fn variables_come_from_labeled_sources_and_changes_apply() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     insert_module(
         env,
         &module_ref("cluster", ns.name()),
         module_image(tmp.path(), "cluster", "v1", &[]),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
     create_cluster(

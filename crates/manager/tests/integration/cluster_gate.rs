@@ -8,7 +8,7 @@
 //! run lease (`WaitingForMachineOperations`), keeping both leases so the
 //! pool's next Job waits too; each runs once the other side is done. The
 //! controllers in this process, the real control plane, Cluster API's
-//! controllers, the local executor with the real runner and OpenTofu.
+//! controllers, the real node with the real runner and OpenTofu.
 //!
 //! Cost: a member's start reads the cluster write lease (one GET, plus its
 //! holder Job); a cluster's mutating start writes the write lease and lists

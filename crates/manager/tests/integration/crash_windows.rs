@@ -65,13 +65,13 @@ async fn with_faults(
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     insert_module(
         env,
         &module_ref("cluster", ns.name()),
         module_image(tmp.path(), "cluster", "v1", &[]),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
     let faults = Faults::new(rules);
     let manager = start_manager(faults.client(env.config()), ns.name());

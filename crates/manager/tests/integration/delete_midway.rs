@@ -6,7 +6,7 @@
 //! While a plan awaits approval: the destroy runs without any approval,
 //! the TerraformPlan is left to the garbage collector, and no
 //! `PlanAwaitingApproval` remains. Controllers in this process, the real
-//! control plane, Cluster API's controllers, the local executor, the real
+//! control plane, Cluster API's controllers, the real node, the real
 //! runner and OpenTofu.
 
 use crate::support;

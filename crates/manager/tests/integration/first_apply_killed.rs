@@ -9,7 +9,7 @@
 //! consumed and releases the object: a cluster applies again, a deleting
 //! pool is destroyed (its next Job releasing the dead runner's lock) and
 //! goes. Controllers in this process, the real control plane, Cluster API's
-//! controllers owning the objects, the local executor, the real runner and
+//! controllers owning the objects, the real node, the real runner and
 //! OpenTofu.
 //!
 //! Cost: the hold adds no request to a pass; the kill's bookkeeping writes
@@ -19,7 +19,7 @@ use crate::support;
 
 use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use captf_manager::names::{WorkloadKind, state_lock_lease, state_suffix};
-use captf_testenv::{TestNamespace, eventually};
+use captf_testenv::{TestEnv, TestNamespace, eventually};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
@@ -83,7 +83,11 @@ async fn kill_first_apply(ns: &TestNamespace, kind: WorkloadKind, name: &str) ->
             .flatten()
     })
     .await;
-    let killed = captf_testenv::executor::kill_pod_processes(&pod);
+    let killed = TestEnv::get()
+        .await
+        .real_node()
+        .await
+        .kill_pod(ns.name(), &pod);
     assert!(killed >= 2, "the runner and OpenTofu die, not {killed}");
     let job = pod.rsplit_once('-').unwrap().0.to_owned();
     assert_eq!(
@@ -203,13 +207,15 @@ async fn a_first_apply_killed_without_a_result_holds_every_kind_until_confirmed(
         env,
         &module_ref("cluster", ns.name()),
         module_image(tmp.path(), "cluster", "slow", &[("slow.tf", SLOW_APPLY)]),
-    );
+    )
+    .await;
     for role in ["machinepool", "machine"] {
         insert_module(
             env,
             &module_ref(role, ns.name()),
             module_image(tmp.path(), role, "slow", &[("slow.tf", SLOW_FIRST_APPLY)]),
-        );
+        )
+        .await;
     }
 
     // `prod` applies at once; its pool's and machine's first applies sleep.

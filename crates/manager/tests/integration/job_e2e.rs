@@ -1,14 +1,14 @@
 //! A Job as the manager builds it, run end to end: the real job controller
-//! makes its Pod, the local executor runs the runner init container and the
-//! module container with the real runner and OpenTofu on the noop pool
-//! module, the kubernetes backend stores state in the test apiserver under
+//! makes its Pod, the scheduler binds it to the real node, whose kubelet
+//! runs the runner init container and the module container (the images as
+//! `make images` builds them) with the real runner and OpenTofu on the noop
+//! pool module, the kubernetes backend stores state in the test apiserver under
 //! the runner's own ServiceAccount and RBAC, and the controller's readers
 //! accept what comes back (termination message, state, outputs).
 
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use captf_contract::inputs::{
@@ -24,7 +24,6 @@ use captf_manager::jobs::build::{JobBlueprint, build};
 use captf_manager::names::{WorkloadKind, job_name, state_secret, state_suffix};
 use captf_manager::rbac;
 use captf_manager::state::reader::{StateSecret, read};
-use captf_testenv::executor::LocalImage;
 use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
@@ -32,36 +31,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use support::{copy_dir, runner_binary, workspace};
+use support::{manager_image, module_image};
 
 const MANAGER_IMAGE: &str = "local.test/captf-manager:dev";
 const MODULE_IMAGE: &str = "local.test/noop-machinepool:dev";
-
-/// Image folders: the manager image holds `/runner`; the module image holds
-/// `/captf/module` and `/captf/runtime` (OpenTofu), as the image contract says.
-fn images(tmp: &Path) -> (LocalImage, LocalImage) {
-    let manager = tmp.join("manager-image");
-    std::fs::create_dir_all(&manager).unwrap();
-    std::os::unix::fs::symlink(runner_binary(), manager.join("runner")).unwrap();
-    let module = tmp.join("module-image");
-    copy_dir(
-        &workspace().join("modules/noop/machinepool"),
-        &module.join("captf/module"),
-    );
-    let tofu = captf_testenv::assets::tofu().expect("the OpenTofu test asset");
-    std::os::unix::fs::symlink(tofu, module.join("captf/runtime")).unwrap();
-    let digest = |s: &str| format!("sha256:{:0>64}", s);
-    (
-        LocalImage {
-            root: manager,
-            digest: digest("1"),
-        },
-        LocalImage {
-            root: module,
-            digest: digest("2"),
-        },
-    )
-}
 
 fn pool_inputs(namespace: &str) -> MachinePoolInputs {
     MachinePoolInputs {
@@ -123,9 +96,12 @@ async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
     let client = ns.client();
     let namespace = ns.name().to_owned();
     let tmp = tempfile::tempdir().unwrap();
-    let (manager_image, module_image) = images(tmp.path());
-    env.executor().insert(MANAGER_IMAGE, manager_image);
-    env.executor().insert(MODULE_IMAGE, module_image);
+    let node = env.real_node().await;
+    node.import(&manager_image(), MANAGER_IMAGE);
+    let module_digest = node.import(
+        &module_image(tmp.path(), "machinepool", "dev", &[]),
+        MODULE_IMAGE,
+    );
     install_runner_rbac(&client, &namespace).await;
 
     // The object the Job belongs to (a stand-in owner the GC can find).
@@ -262,9 +238,20 @@ async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
     assert_eq!(result["version"], 1);
     assert_eq!(result["op"], "apply");
     assert!(result["error"].is_null(), "{result}");
+    // The kubelet reports the image by a repository digest, as after a
+    // pull: containerd names the content by the first repository that holds
+    // it, which may be another test's (the manager keeps only the digest).
+    assert!(
+        source
+            .image_id
+            .ends_with(&format!("/noop-machinepool@{module_digest}")),
+        "{}",
+        source.image_id
+    );
+    // The scheduler bound the pod to the real node.
     assert_eq!(
-        source.image_id,
-        format!("local.test/noop-machinepool@sha256:{:0>64}", "2")
+        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some(node.name)
     );
 
     // Bookkeeping reads the same through its own path: the object's Jobs by

@@ -1,6 +1,6 @@
 //! Job slots on the real control plane: 30 pools of one cluster under
 //! `--cluster-max-active-jobs=5`, with the controllers in this process, the
-//! local executor and the real runner and OpenTofu. A watcher of the
+//! real node and the real runner and OpenTofu. A watcher of the
 //! apiserver counts the cluster's unfinished Jobs all along: never more
 //! than 5, the limit reached, and every pool converges. The check costs no
 //! request: the count comes from the Job watch the manager already has.
@@ -47,14 +47,14 @@ async fn thirty_pools_of_one_cluster_never_run_more_jobs_than_its_limit_and_all_
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     for role in ["cluster", "machinepool"] {
         insert_module(
             env,
             &module_ref(role, ns.name()),
             module_image(tmp.path(), role, "v1", &[]),
-        );
+        )
+        .await;
     }
     install_runner_role(&ns.client()).await;
     let _manager = start_manager_with(ns.client(), ns.name(), |c| {

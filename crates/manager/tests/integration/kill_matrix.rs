@@ -6,7 +6,7 @@
 //! with exactly one Job for that operation, its result recorded
 //! (`status.lastRun` names it), the same or the next state serial, and no
 //! run lease, cluster lease or state lock left held. The real control plane,
-//! Cluster API's controllers, the local executor, the real runner and
+//! Cluster API's controllers, the real node, the real runner and
 //! OpenTofu.
 
 use crate::support;

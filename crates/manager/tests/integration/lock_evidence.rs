@@ -14,7 +14,7 @@
 //!   apply starts until the operator confirms.
 //!
 //! Controllers in this process, the real control plane, Cluster API's
-//! controllers, the local executor, the real runner and OpenTofu.
+//! controllers, the real node, the real runner and OpenTofu.
 
 use crate::support;
 

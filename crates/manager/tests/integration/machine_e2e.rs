@@ -1,6 +1,6 @@
 //! TerraformMachines driven by Cluster API's own controllers: control-plane
 //! Machines and a MachineDeployment of workers on the noop machine module,
-//! with the real runner and OpenTofu in the local executor and the node agent
+//! with the real runner and OpenTofu on the real node and the node agent
 //! registering a Node per provider ID, so Cluster API's node matching runs.
 //! Cluster API sets the owner references, the cluster-name labels, clones the
 //! template per Machine, copies `spec.providerID` to the Machine and deletes
@@ -66,14 +66,14 @@ async fn setup_with(
 ) -> Manager {
     env.cluster_api().await;
     serve_our_webhooks(env).await;
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp));
+    insert_manager(env, ns.name()).await;
     for role in ["cluster", "machine"] {
         insert_module(
             env,
             &module_ref(role, ns.name()),
             module_image(tmp, role, "v1", &[]),
-        );
+        )
+        .await;
     }
     install_runner_role(&ns.client()).await;
     start_manager(client, ns.name())

@@ -2,8 +2,8 @@
 //! bring-up, a failed apply, a drift finding and a deletion: every series
 //! that should exist does, with the documented labels and values, and a
 //! deleted object leaves no per-object series behind. Controllers in this
-//! process, the real control plane, Cluster API's controllers, the local
-//! executor, the real runner and OpenTofu.
+//! process, the real control plane, Cluster API's controllers, the real
+//! node, the real runner and OpenTofu.
 
 use crate::support;
 

@@ -6,7 +6,7 @@
 //! apply runs, under block-move. The pause lands through a hook in the
 //! manager's client that writes it the moment the block-move write is
 //! answered. Controllers in this process, the real control plane, Cluster
-//! API's controllers, the local executor, the real runner and OpenTofu.
+//! API's controllers, the real node, the real runner and OpenTofu.
 
 use crate::support;
 

@@ -1,5 +1,5 @@
 //! A TerraformMachinePool end to end on the noop modules: the controllers
-//! in this process, the real control plane, the local executor running the
+//! in this process, the real control plane, the real node running the
 //! real runner and OpenTofu, and Cluster API's own controllers (owner
 //! references, labels, the MachinePool's provider IDs and node matching,
 //! the deletion cascade). `pool_orphaned.rs` has the one state Cluster API

@@ -6,7 +6,7 @@
 //! recorded tag, which works. Later checks start on the tag at once. The
 //! fallback costs one LIST of the Job's pods per pass past two minutes.
 //! Controllers in this process, the real control plane, Cluster API's
-//! controllers, the local executor, the real runner and OpenTofu.
+//! controllers, the real node, the real runner and OpenTofu.
 
 use crate::support;
 
@@ -39,12 +39,11 @@ async fn a_drift_check_whose_pinned_digest_is_gone_runs_on_the_recorded_tag() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     let module = module_ref("cluster", ns.name());
     let image = module_image(tmp.path(), "cluster", "v1", &[]);
-    let pinned = format!("{}@{}", module.rsplit_once(':').unwrap().0, image.digest);
-    insert_module(env, &module, image);
+    let digest = insert_module(env, &module, image).await;
+    let pinned = format!("{}@{}", module.rsplit_once(':').unwrap().0, digest);
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
@@ -59,7 +58,7 @@ async fn a_drift_check_whose_pinned_digest_is_gone_runs_on_the_recorded_tag() {
     })
     .await;
     // The registry collects the digest; the tag stays.
-    env.executor().remove(&pinned);
+    env.real_node().await.remove_image(&pinned);
     tcs.patch(
         "prod",
         &PatchParams::default(),

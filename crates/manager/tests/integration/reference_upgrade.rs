@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use support::*;
 
 const VECTOR: &str = "cluster/vars_sensitive";
-/// The reference's image of the vector; the executor serves the noop
+/// The reference's image of the vector; the real node holds the noop
 /// cluster module under it.
 const IMAGE: &str = "ghcr.io/example/machine-module:v1.2.3";
 /// The module's declarations of the vector's two user variables.
@@ -289,16 +289,14 @@ async fn state_and_records_written_by_the_reference_are_adopted_without_a_re_app
     let ns = env.namespace_named("team-a").await;
     let tmp = tempfile::tempdir().unwrap();
     let v = vector();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     let module = module_image(
         tmp.path(),
         "cluster",
         "reference",
         &[("vector_variables.tf", VECTOR_VARIABLES)],
     );
-    let digest = module.digest.clone();
-    insert_module(env, IMAGE, module);
+    let digest = insert_module(env, IMAGE, module).await;
     install_runner_role(&ns.client()).await;
     // The shared runner account the reference (and earlier releases) made
     // in each namespace, bound to the namespace-wide role.

@@ -1,12 +1,13 @@
 //! A runner pod killed mid-apply: its processes (the runner, OpenTofu and
-//! the provisioner OpenTofu runs) are SIGKILLed by the node agent while
-//! OpenTofu holds the state lock, as an OOM kill would. The lock stays
+//! the provisioner OpenTofu runs), seen first running as the Job's security
+//! context says, are SIGKILLed through the container runtime while OpenTofu
+//! holds the state lock, as an OOM kill would. The lock stays
 //! behind, naming the dead pod. The failed apply is retried after its
 //! backoff; that next Job of the same object finds the lock held by its own
 //! dead runner, releases it with `--force-unlock` before its work
 //! (`ForceUnlocked`), and the apply goes through. Nobody steps in after the
 //! spec change. Controllers in this process, the real control plane,
-//! Cluster API's controllers, the local executor, the real runner and
+//! Cluster API's controllers, the real node, the real runner and
 //! OpenTofu.
 
 use crate::support;
@@ -74,7 +75,22 @@ async fn a_runner_killed_mid_apply_leaves_a_lock_its_next_job_releases() {
         Some((pod, info["ID"].as_str()?.to_owned()))
     })
     .await;
-    let killed = captf_testenv::executor::kill_pod_processes(&pod);
+    // The runner and OpenTofu run as the Job's security context says, on
+    // the real runtime: user and group 65532, a read-only root, the Job's
+    // 2 GiB memory limit on their cgroup.
+    let node = env.real_node().await;
+    let running = node.pod_processes(ns.name(), &pod);
+    let commands: Vec<&str> = running.iter().map(|p| p.command.as_str()).collect();
+    assert!(
+        commands.contains(&"runner") && commands.contains(&"runtime"),
+        "the runner and OpenTofu (/captf/runtime) run: {running:?}"
+    );
+    for p in &running {
+        assert_eq!((p.uid, p.gid), (65532, 65532), "{p:?}");
+        assert!(p.read_only_root, "{p:?}");
+        assert_eq!(p.memory_limit, Some(2 << 30), "{p:?}");
+    }
+    let killed = node.kill_pod(ns.name(), &pod);
     assert!(
         killed >= 2,
         "the runner and OpenTofu are killed, not {killed} processes"

@@ -1,5 +1,5 @@
 //! What a converged provider costs, on the real control plane with the
-//! controllers in this process, the local executor and the real runner and
+//! controllers in this process, the real node and the real runner and
 //! OpenTofu: ten pools of one cluster, a client layer counting every
 //! request the manager sends. One event wakes one pool; a pass with
 //! nothing due writes nothing; a converged minute costs what its scheduled

@@ -4,7 +4,7 @@
 //! before its work, announces it (`ForceUnlocked`), and the apply goes
 //! through; nobody had to step in. The check costs one GET of the lock
 //! Lease per Job start (and one of its holder's pod when that is ours). Controllers in this process, the real
-//! control plane, Cluster API's controllers, the local executor, the real
+//! control plane, Cluster API's controllers, the real node, the real
 //! runner and OpenTofu.
 
 use crate::support;

@@ -1,7 +1,7 @@
 //! An apply whose outcome is unknown (`internals.md` §4 scenario 14, through
 //! the vanished-Job trigger): a TerraformCluster's first apply Job is
 //! deleted while it runs, before any state exists. Its pod cannot start (the
-//! module image is not in the executor yet), which makes the moment
+//! module image is not on the node yet), which makes the moment
 //! deterministic; the manager cannot know that, and holds the object with
 //! `StateReadable=False/ApplyOutcomeUnknown` naming the Job: no second
 //! apply, and a deletion keeps its finalizer. A confirmation naming another
@@ -9,7 +9,7 @@
 //! A TerraformMachine's vanished first apply is held the same way, and so
 //! is a deletion whose owner is gone (scenario 17).
 //! Controllers in this process, the real control plane, Cluster API's
-//! controllers owning the Cluster, the local executor, the real runner.
+//! controllers owning the Cluster, the real node, the real runner.
 
 use crate::support;
 
@@ -134,8 +134,7 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp.path()));
+    insert_manager(env, ns.name()).await;
     install_runner_role(&ns.client()).await;
     let _manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
@@ -160,7 +159,7 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
         readable.message
     );
     // The module can run now: only the hold keeps the apply from starting.
-    insert_module(env, &module, module_image(tmp.path(), "cluster", "v1", &[]));
+    insert_module(env, &module, module_image(tmp.path(), "cluster", "v1", &[])).await;
     annotate(&ns, "live", "captf-c-live-apply-a9-000000").await;
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     let tc = tcs.get("live").await.unwrap();
@@ -256,7 +255,7 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
 
     // A deleting object keeps its finalizer while held; the confirmation
     // lets it go (no state: nothing to destroy).
-    // Its image is one the executor never has: its apply cannot start.
+    // Its image is one the node never has: its apply cannot start.
     create_cluster(&ns, "gone", &format!("{module}-unpulled")).await;
     let lost = delete_first_apply(&ns, "gone", "c").await;
     eventually("gone held", 120, || async {

@@ -4,7 +4,7 @@
 //! TerraformCluster gets no finalizer, no status and no Job while a
 //! labeled one beside it comes up; labeled later, it is taken up.
 //! Controllers in this process, the real control plane, Cluster API's
-//! controllers, the local executor, the real runner and OpenTofu.
+//! controllers, the real node, the real runner and OpenTofu.
 
 use crate::support;
 

@@ -15,6 +15,30 @@ pub struct LocalImage {
     pub digest: String,
 }
 
+impl LocalImage {
+    /// `spec` written by the image writer and unpacked into `dir`, as a
+    /// runtime would before a container starts: the same files and digest
+    /// a real node runs.
+    pub fn unpacked(spec: &captf_images::layout::ImageSpec, dir: &Path) -> Result<Self, String> {
+        let layout = dir.with_extension("layout");
+        let written = captf_images::layout::write_layout(&layout, spec, None)
+            .map_err(|e| format!("writing {}: {e:#}", layout.display()))?;
+        captf_images::layout::unpack(&layout, dir)
+            .map_err(|e| format!("unpacking into {}: {e:#}", dir.display()))?;
+        let _ = std::fs::remove_dir_all(&layout);
+        Ok(LocalImage {
+            root: dir.to_path_buf(),
+            digest: written.manifest_digest,
+        })
+    }
+
+    /// The names a registry serves it under: `reference`, and its
+    /// repository with the digest (what the manager pins).
+    pub fn references(&self, reference: &str) -> [String; 2] {
+        [reference.to_owned(), image_id(reference, &self.digest)]
+    }
+}
+
 /// Image references the executor can "pull". Shared: tests register images
 /// while the executor runs.
 #[derive(Debug, Clone, Default)]

@@ -1,5 +1,6 @@
-//! The local Job executor: what a scheduler and a kubelet would do for Pods,
-//! in a test cluster that has neither.
+//! The local Job executor, a stand-in: what a scheduler and a kubelet would
+//! do for Pods, in a control plane without the real node (the second
+//! control plane of the `clusterctl move` test, the scale benchmark).
 //!
 //! It registers a `Node`, watches Pods that carry the executor's label
 //! selector (by default `captf.io/managed=true`, the label of every CAPTF
@@ -35,43 +36,6 @@ use tokio::sync::watch;
 
 pub use images::{ImageMap, LocalImage};
 pub use pod::Node;
-
-/// SIGKILLs every process of the pod named `pod` at once, as a node's OOM
-/// killer would, and returns how many it killed; the executor then reports
-/// the containers terminated with exit code 137, as a kubelet does. A
-/// container's first process is found by the `HOSTNAME` the executor gives
-/// it, and every process sharing its UTS namespace (its children, whatever
-/// their environment or process group) goes with it.
-pub fn kill_pod_processes(pod: &str) -> usize {
-    use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
-    let wanted = format!("HOSTNAME={pod}");
-    let processes: Vec<(i32, Option<std::path::PathBuf>)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| *pid != std::process::id() as i32)
-        .map(|pid| (pid, std::fs::read_link(format!("/proc/{pid}/ns/uts")).ok()))
-        .collect();
-    let namespaces: std::collections::BTreeSet<std::path::PathBuf> = processes
-        .iter()
-        .filter(|(pid, _)| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == wanted.as_bytes()))
-        })
-        .filter_map(|(_, ns)| ns.clone())
-        .collect();
-    let own = std::fs::read_link("/proc/self/ns/uts").ok();
-    processes
-        .iter()
-        .filter(|(_, ns)| {
-            ns.as_ref()
-                .is_some_and(|n| namespaces.contains(n) && Some(n) != own.as_ref())
-        })
-        .filter(|(pid, _)| kill(Pid::from_raw(*pid), Signal::SIGKILL).is_ok())
-        .count()
-}
 
 /// Label selector of the pods the executor runs unless told otherwise.
 pub const DEFAULT_SELECTOR: &str = "captf.io/managed=true";

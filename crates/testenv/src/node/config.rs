@@ -10,10 +10,6 @@ pub const NODE_NAME: &str = "captf-node";
 pub const BRIDGE: &str = "captf0";
 /// The pods' subnet (host-local IPAM on the bridge).
 pub const POD_SUBNET: &str = "10.88.0.0/24";
-/// The taint the node registers with, which only the pods meant for it
-/// tolerate: while some tests still run their pods on the home-made
-/// executor, the scheduler must not bind those here.
-pub const NODE_TAINT: &str = "captf.io/real-node";
 /// The local pause image every pod sandbox runs.
 pub const PAUSE_IMAGE: &str = "captf.test/pause:v1";
 
@@ -41,6 +37,10 @@ impl NodePaths {
     }
     pub fn pod_logs(&self) -> PathBuf {
         self.root.join("pod-logs")
+    }
+    /// Where images are written before they are packed.
+    pub fn images(&self) -> PathBuf {
+        self.root.join("images")
     }
     pub fn logs(&self) -> PathBuf {
         self.root.join("logs")
@@ -148,11 +148,7 @@ authentication:
     enabled: false
 authorization:
   mode: AlwaysAllow
-registerWithTaints:
-- key: {taint}
-  effect: NoSchedule
 "#,
-        taint = NODE_TAINT,
         socket = show(&paths.socket()),
         pod_logs = show(&paths.pod_logs()),
         plugins = show(&paths.root.join("volume-plugins")),

@@ -2,13 +2,14 @@
 //! binary's control plane, stopped by the exit hook before the control
 //! plane.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use captf_images::layout::ImageSpec;
 
 use super::Node;
+use super::runtime::Runtime;
 use crate::TestEnv;
 
 /// The node of this test process, for the exit hook.
@@ -22,7 +23,7 @@ pub struct RealNode {
     pub name: &'static str,
     pub address: String,
     pub started_in: Duration,
-    socket: PathBuf,
+    runtime: Runtime,
     images: PathBuf,
     logs: PathBuf,
 }
@@ -46,11 +47,50 @@ impl RealNode {
             .collect()
     }
 
-    /// Imports `spec` into the node's runtime as `reference` (and by its
-    /// digest); returns the digest.
-    pub fn import(&self, spec: &ImageSpec, reference: &str) -> Result<String, String> {
-        let ctr = crate::assets::host_tool("ctr").map_err(|e| e.to_string())?;
-        super::images::import(&ctr, &self.socket, &self.images, spec, reference)
+    /// Puts `spec` in the node's runtime as `reference` (and by its
+    /// digest, `<repository>@sha256:…`); returns the digest. Panics when
+    /// it cannot: a test never runs without its images.
+    pub fn import(&self, spec: &ImageSpec, reference: &str) -> String {
+        self.try_import(spec, reference)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`RealNode::import`] for a program that reports the failure itself.
+    pub fn try_import(&self, spec: &ImageSpec, reference: &str) -> Result<String, String> {
+        super::images::import(&self.runtime, &self.images, spec, reference)
+            .map_err(|e| format!("importing {reference} into the real node: {e}"))
+    }
+
+    /// Puts the image of the OCI layout at `layout` (as `make images`
+    /// writes it) in the node's runtime as `reference` and by its digest;
+    /// returns the digest.
+    pub fn import_layout(&self, layout: &Path, reference: &str) -> Result<String, String> {
+        super::images::import_layout(&self.runtime, &self.images, layout, reference)
+            .map_err(|e| format!("importing {} as {reference}: {e}", layout.display()))
+    }
+
+    /// Removes the name `reference` from the node's runtime: a pull of it
+    /// then fails, as when a registry collected it.
+    pub fn remove_image(&self, reference: &str) {
+        self.runtime
+            .remove(reference)
+            .unwrap_or_else(|e| panic!("removing {reference} from the real node: {e}"));
+    }
+
+    /// The processes of pod `namespace/pod`'s running containers, as the
+    /// kernel runs them (user, group, root mount, memory limit).
+    pub fn pod_processes(&self, namespace: &str, pod: &str) -> Vec<super::runtime::ProcessView> {
+        self.runtime
+            .pod_processes(namespace, pod)
+            .unwrap_or_else(|e| panic!("reading pod {namespace}/{pod} on the real node: {e}"))
+    }
+
+    /// SIGKILLs every process of pod `namespace/pod`'s running containers
+    /// through the runtime, as the OOM killer would; returns how many ran.
+    pub fn kill_pod(&self, namespace: &str, pod: &str) -> usize {
+        self.runtime
+            .kill_pod(namespace, pod)
+            .unwrap_or_else(|e| panic!("killing pod {namespace}/{pod} on the real node: {e}"))
     }
 }
 
@@ -70,15 +110,23 @@ impl TestEnv {
     /// per host), started on first use: its pods run on a real kubelet and
     /// container runtime, bound to it by the scheduler.
     pub async fn real_node(&'static self) -> RealNode {
+        match self.try_real_node().await {
+            Ok(node) => node,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`TestEnv::real_node`] for a program that reports the failure
+    /// itself (the local demo).
+    pub async fn try_real_node(&'static self) -> Result<RealNode, String> {
         let started = tokio::task::spawn_blocking(move || {
             NODE_STARTED.get_or_init(|| start_on_own_thread(self))
         })
         .await
-        .expect("starting the real node panicked");
-        match started {
-            Ok(node) => node.clone(),
-            Err(e) => panic!("real node unavailable: {e}"),
-        }
+        .map_err(|e| format!("starting the real node panicked: {e}"))?;
+        started
+            .clone()
+            .map_err(|e| format!("real node unavailable: {e}"))
     }
 }
 
@@ -98,18 +146,20 @@ fn start_on_own_thread(env: &'static TestEnv) -> Result<RealNode, String> {
                 .enable_all()
                 .build()
                 .expect("a runtime for the node");
-            let result = rt.block_on(Node::start(&kubeconfig, client)).map(|node| {
-                let handle = RealNode {
-                    name: super::config::NODE_NAME,
-                    address: node.address.clone(),
-                    started_in: node.started_in,
-                    socket: node.paths.socket(),
-                    images: node.paths.root.join("images"),
-                    logs: node.paths.logs(),
-                };
-                *NODE_RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = Some(node);
-                handle
-            });
+            let result = rt
+                .block_on(Node::start(&kubeconfig, client))
+                .and_then(|node| {
+                    let handle = RealNode {
+                        name: super::config::NODE_NAME,
+                        address: node.address.clone(),
+                        started_in: node.started_in,
+                        runtime: node.runtime()?,
+                        images: node.paths.images(),
+                        logs: node.paths.logs(),
+                    };
+                    *NODE_RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = Some(node);
+                    Ok(handle)
+                });
             let _ = tx.send(result);
             loop {
                 std::thread::park();

@@ -13,6 +13,7 @@ pub mod config;
 mod env;
 pub mod host;
 pub mod images;
+pub mod runtime;
 
 pub use env::RealNode;
 pub(crate) use env::stop_node;
@@ -136,6 +137,14 @@ impl Node {
         assets::host_tool(name).map_err(|e| e.to_string())
     }
 
+    /// `ctr` on this node's containerd.
+    pub fn runtime(&self) -> Result<runtime::Runtime, String> {
+        Ok(runtime::Runtime {
+            ctr: Self::tool("ctr")?,
+            socket: self.paths.socket(),
+        })
+    }
+
     fn binary(name: &'static str) -> Result<PathBuf, String> {
         assets::node_binary(name).map_err(|e| e.to_string())
     }
@@ -174,8 +183,7 @@ impl Node {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let work = self.paths.root.join("images");
-        images::import_base(&Self::tool("ctr")?, &socket, &work)
+        images::import_base(&self.runtime()?, &self.paths.images())
     }
 
     /// The kubelet, kube-proxy, the scheduler and the node lifecycle
@@ -218,6 +226,10 @@ impl Node {
         let lifecycle_args = vec![
             format!("--kubeconfig={kubeconfig}"),
             "--controllers=node-lifecycle-controller,endpointslice-controller".to_owned(),
+            // The workload clusters' member Nodes (the node agent's, with no
+            // kubelet to renew them) stay as registered for a whole run.
+            "--node-monitor-grace-period=1h".to_owned(),
+            "--node-startup-grace-period=1h".to_owned(),
             "--leader-elect=false".to_owned(),
             "--secure-port=0".to_owned(),
         ];

@@ -5,7 +5,6 @@
 //! reaches the apiserver through the `kubernetes` Service, as a runner
 //! does.
 
-use captf_testenv::node::config::NODE_TAINT;
 use captf_testenv::node::images::SHELL_IMAGE;
 use captf_testenv::{TestEnv, eventually};
 use k8s_openapi::api::core::v1::Pod;
@@ -28,7 +27,6 @@ fn job_like_pod() -> Pod {
         "metadata": {"name": "self-report"},
         "spec": {
             "restartPolicy": "Never",
-            "tolerations": [{"key": NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
             "securityContext": {
                 "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
                 "seccompProfile": {"type": "RuntimeDefault"}

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::create_capi_cluster;
 
-/// A TerraformCluster on `image` (one the executor may not have yet).
+/// A TerraformCluster on `image` (one the node may not have yet).
 pub async fn create_cluster(ns: &TestNamespace, name: &str, image: &str) {
     create_cluster_with_variables(ns, name, image, serde_json::Value::Null).await;
 }
@@ -62,7 +62,7 @@ pub async fn create_cluster_with_spec(
         .unwrap();
 }
 
-/// The manager image and the noop cluster module on the executor, and the
+/// The manager image and the noop cluster module on the real node, and the
 /// runner's role: what a test of one TerraformCluster needs.
 pub async fn with_cluster_module(
     env: &'static captf_testenv::TestEnv,
@@ -70,13 +70,13 @@ pub async fn with_cluster_module(
     tmp: &std::path::Path,
 ) {
     use super::*;
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp));
+    insert_manager(env, ns.name()).await;
     insert_module(
         env,
         &module_ref("cluster", ns.name()),
         module_image(tmp, "cluster", "v1", &[]),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
 }
 
@@ -88,14 +88,14 @@ pub async fn with_slow_cluster_module(
     tmp: &std::path::Path,
 ) -> String {
     use super::*;
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp));
+    insert_manager(env, ns.name()).await;
     let module = module_ref("cluster", ns.name());
     insert_module(
         env,
         &module,
         module_image(tmp, "cluster", "slow", &[("slow.tf", SLOW_APPLY)]),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
     module
 }

@@ -1,25 +1,28 @@
-//! Shared by the end-to-end tests: image folders for the local executor
-//! and the controllers running in the test process.
+//! Shared by the end-to-end tests: the images their Jobs run on the real
+//! node and the controllers running in the test process.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use captf_images::layout::ImageSpec;
+use captf_images::recipes;
 use captf_manager::rbac;
 use captf_manager::reconcile::{Config, Context, controllers};
-use captf_testenv::executor::LocalImage;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, Patch, PatchParams};
 
-/// The manager (runner) image of one test namespace: image folders live in
-/// each test's temporary folder, so no two tests share a reference.
+/// The manager (runner) image of one test namespace: each namespace has
+/// references of its own, so no test's image removal reaches another's.
 pub fn manager_ref(namespace: &str) -> String {
-    format!("local.test/captf-manager:{namespace}")
+    format!("local.test/{namespace}/captf-manager:v1")
 }
 
-/// A noop module image of `role` for one test namespace.
+/// A noop module image of `role` for one test namespace (a repository of
+/// the namespace's own: the `<repository>@<digest>` names the pinned Jobs
+/// run differ between tests even when the content is the same).
 pub fn module_ref(role: &str, namespace: &str) -> String {
-    format!("local.test/noop-{role}:{namespace}")
+    format!("local.test/{namespace}/noop-{role}:v1")
 }
 
 pub fn workspace() -> PathBuf {
@@ -48,40 +51,53 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The manager image: `/runner`.
-pub fn manager_image(tmp: &Path) -> LocalImage {
-    let root = tmp.join("manager-image");
-    std::fs::create_dir_all(&root).unwrap();
-    std::os::unix::fs::symlink(runner_binary(), root.join("runner")).unwrap();
-    LocalImage {
-        root,
-        digest: format!("sha256:{:0>64}", "1"),
-    }
+/// The manager image as `make images` builds it: the static `manager` and
+/// `runner` binaries.
+pub fn manager_image() -> ImageSpec {
+    recipes::manager_image(
+        &captf_testenv::binaries::static_linked("manager"),
+        &captf_testenv::binaries::static_linked("runner"),
+        &recipes::Provenance::default(),
+    )
 }
 
-/// A module image: `modules/noop/<role>` (plus `extra` files) at
-/// `/captf/module` and OpenTofu at `/captf/runtime`.
-pub fn module_image(tmp: &Path, role: &str, tag: &str, extra: &[(&str, &str)]) -> LocalImage {
-    let root = tmp.join(format!("module-{role}-{tag}"));
-    copy_dir(
-        &workspace().join("modules/noop").join(role),
-        &root.join("captf/module"),
-    );
-    for (name, text) in extra {
-        std::fs::write(root.join("captf/module").join(name), text).unwrap();
+/// Puts the manager image on the real node as [`manager_ref`] of
+/// `namespace`.
+pub async fn insert_manager(env: &'static captf_testenv::TestEnv, namespace: &str) {
+    env.real_node()
+        .await
+        .import(&manager_image(), &manager_ref(namespace));
+}
+
+/// A module image as `make images` builds it: `modules/noop/<role>` (plus
+/// `extra` files, in a copy under `tmp`) at `/captf/module` and OpenTofu
+/// at `/captf/runtime`; with a shell when an extra file runs a
+/// `local-exec` provisioner.
+pub fn module_image(tmp: &Path, role: &str, tag: &str, extra: &[(&str, &str)]) -> ImageSpec {
+    let mut module = workspace().join("modules/noop").join(role);
+    if !extra.is_empty() {
+        let copy = tmp.join(format!("module-{role}-{tag}"));
+        copy_dir(&module, &copy);
+        for (name, text) in extra {
+            std::fs::write(copy.join(name), text).unwrap();
+        }
+        module = copy;
     }
     let tofu = captf_testenv::assets::tofu().expect("the OpenTofu test asset");
-    std::os::unix::fs::symlink(tofu, root.join("captf/runtime")).unwrap();
-    // Unique per folder: tests share the executor's image map.
-    let digest = format!("sha256:{:0>64}", folder_digest(&root));
-    LocalImage { root, digest }
-}
-
-fn folder_digest(root: &Path) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    root.hash(&mut h);
-    format!("{:x}", h.finish())
+    let version = captf_testenv::assets::version("OPENTOFU_VERSION").expect("the OpenTofu version");
+    let spec = recipes::module_image(
+        role,
+        &module,
+        &tofu,
+        version,
+        &recipes::Provenance::default(),
+    )
+    .expect("a noop module image");
+    if extra.iter().any(|(_, text)| text.contains("local-exec")) {
+        captf_testenv::node::images::with_shell(spec)
+    } else {
+        spec
+    }
 }
 
 pub async fn install_runner_role(client: &kube::Client) {
@@ -173,13 +189,15 @@ pub fn start_manager_with(
     }
 }
 
-/// Registers a module image under its tag and under `repo@digest` (what
-/// non-apply Jobs run once the digest is pinned).
-pub fn insert_module(env: &'static captf_testenv::TestEnv, reference: &str, image: LocalImage) {
-    let repo = reference.rsplit_once(':').map_or(reference, |(r, _)| r);
-    env.executor()
-        .insert(format!("{repo}@{}", image.digest), image.clone());
-    env.executor().insert(reference, image);
+/// Puts a module image on the real node as `reference` and as
+/// `<repository>@<digest>` (what non-apply Jobs run once the digest is
+/// pinned); returns the digest.
+pub async fn insert_module(
+    env: &'static captf_testenv::TestEnv,
+    reference: &str,
+    image: ImageSpec,
+) -> String {
+    env.real_node().await.import(&image, reference)
 }
 /// A Job's op label (empty when it has none).
 pub fn job_op(job: &k8s_openapi::api::batch::v1::Job) -> String {

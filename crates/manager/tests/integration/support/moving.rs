@@ -2,6 +2,7 @@
 //! runs, the provider inventory clusterctl checks, and what a watcher of the
 //! source records while the move runs.
 
+use captf_images::layout::ImageSpec;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -36,17 +37,17 @@ pub async fn create(api: &Api<DynamicObject>, obj: Value) {
     .await
     .unwrap();
 }
-/// The images of the test, built once: both management clusters pull them
-/// from the same registry, so a digest pinned on the source resolves on
-/// the target.
+/// The images of the test: both management clusters pull them from the
+/// same registry, so a digest pinned on the source resolves on the target.
 pub struct Images {
-    pub manager: captf_testenv::executor::LocalImage,
-    pub modules: Vec<(String, captf_testenv::executor::LocalImage)>,
+    pub manager: ImageSpec,
+    pub modules: Vec<(String, ImageSpec)>,
+    tmp: std::path::PathBuf,
 }
 
 pub fn images(ns: &TestNamespace, tmp: &std::path::Path) -> Images {
     Images {
-        manager: manager_image(tmp),
+        manager: manager_image(),
         modules: ["cluster", "machine", "machinepool"]
             .into_iter()
             .map(|role| {
@@ -56,12 +57,15 @@ pub fn images(ns: &TestNamespace, tmp: &std::path::Path) -> Images {
                 )
             })
             .collect(),
+        tmp: tmp.to_path_buf(),
     }
 }
 
 /// Everything one management cluster runs for the test's namespace: Cluster
-/// API, our webhooks, the images in its executor, the runner role, the
-/// provider inventory and our controllers.
+/// API, our webhooks, the images where its pods run, the runner role, the
+/// provider inventory and our controllers. The binary's cluster runs its
+/// pods on the real node; the second one, which no kubelet can join while
+/// the host has one node, on the local executor.
 pub async fn management_cluster(
     env: &'static TestEnv,
     ns: &TestNamespace,
@@ -69,10 +73,23 @@ pub async fn management_cluster(
 ) -> Manager {
     env.cluster_api().await;
     serve_our_webhooks(env).await;
-    env.executor()
-        .insert(manager_ref(ns.name()), images.manager.clone());
-    for (reference, image) in &images.modules {
-        insert_module(env, reference, image.clone());
+    if env.index() == 0 {
+        insert_manager(env, ns.name()).await;
+        for (reference, image) in &images.modules {
+            insert_module(env, reference, image.clone()).await;
+        }
+    } else {
+        use captf_testenv::executor::LocalImage;
+        let executor = env.executor();
+        let manager = LocalImage::unpacked(&images.manager, &images.tmp.join("second-manager"));
+        executor.insert(manager_ref(ns.name()), manager.unwrap());
+        for (i, (reference, image)) in images.modules.iter().enumerate() {
+            let dir = images.tmp.join(format!("second-module-{i}"));
+            let image = LocalImage::unpacked(image, &dir).unwrap();
+            for name in image.references(reference) {
+                executor.insert(name, image.clone());
+            }
+        }
     }
     install_runner_role(&ns.client()).await;
     inventory(&ns.client()).await;

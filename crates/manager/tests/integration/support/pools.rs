@@ -275,18 +275,19 @@ pub async fn install_noop_modules(
     ns: &TestNamespace,
     tmp: &std::path::Path,
 ) {
-    env.executor()
-        .insert(manager_ref(ns.name()), manager_image(tmp));
+    insert_manager(env, ns.name()).await;
     insert_module(
         env,
         &module_ref("cluster", ns.name()),
         module_image(tmp, "cluster", "v1", &[]),
-    );
+    )
+    .await;
     insert_module(
         env,
         &module_ref("machinepool", ns.name()),
         module_image(tmp, "machinepool", "v1", &[]),
-    );
+    )
+    .await;
     install_runner_role(&ns.client()).await;
 }
 
