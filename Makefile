@@ -30,16 +30,20 @@ ASSETS := set -a && eval "$$(bash hack/test-assets.sh)" && set +a
 
 .PHONY: demo demo-keep demo-install test images release
 
+# The runner and the manager static: the manager image the real node runs
+# has no libc.
 demo:
 	$(ASSETS) && \
-	$(CARGO) build -p captf-runner -p captf-manager -p captf-demo --bins && \
-	$(TARGET_DIR)/debug/captf-demo $(DEMO_ARGS)
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --locked \
+	  --target $(STATIC_TARGET) -p captf-manager --bin manager -p captf-runner --bin runner && \
+	$(CARGO) build -p captf-demo --bins && \
+	$(TARGET_DIR)/debug/captf-demo --bin-dir $(TARGET_DIR)/$(STATIC_TARGET)/debug $(DEMO_ARGS)
 
 demo-keep: DEMO_ARGS += --keep
 demo-keep: demo
 
 # The release as make release builds it (debug profile), under a local
-# reference the demo's node agent serves the layout as.
+# reference the demo imports the layout into the real node's runtime as.
 DEMO_RELEASE := $(OUT)/demo-release
 DEMO_MANAGER_IMAGE := local.demo/captf-manager:v$(VERSION)
 demo-install:
@@ -51,7 +55,8 @@ demo-install:
 	  --manager $(TARGET_DIR)/$(STATIC_TARGET)/debug/manager --runner $(TARGET_DIR)/$(STATIC_TARGET)/debug/runner \
 	  --out $(DEMO_RELEASE)/images/captf-manager --reference $(DEMO_MANAGER_IMAGE) --version v$(VERSION) && \
 	bash hack/release-manifests.sh $(DEMO_RELEASE) $(DEMO_MANAGER_IMAGE) && \
-	$(TARGET_DIR)/debug/captf-demo --install $(DEMO_RELEASE)/infrastructure-components.yaml \
+	$(TARGET_DIR)/debug/captf-demo --bin-dir $(TARGET_DIR)/$(STATIC_TARGET)/debug \
+	  --install $(DEMO_RELEASE)/infrastructure-components.yaml \
 	  --manager-image $(DEMO_RELEASE)/images/captf-manager $(DEMO_ARGS)
 
 test:

@@ -168,17 +168,25 @@ async fn run(args: &Args) -> Result<(), String> {
         .prefix("captf-bench-")
         .tempdir()
         .map_err(|e| format!("creating the work folder: {e}"))?;
+    let tofu_version =
+        captf_testenv::assets::version("OPENTOFU_VERSION").map_err(|e| e.to_string())?;
     let prepared = images::prepare(
-        &work.path().join("images"),
+        &bin_dir.join("manager"),
         &bin_dir.join("runner"),
         &Path::new(WORKSPACE).join("modules/noop"),
         &tofu,
+        tofu_version,
     )?;
     say(start, "starting the control plane");
     let env = TestEnv::try_get().await?;
     let client = env.client();
-    for (reference, image) in prepared {
-        for name in images::references(&reference, &image) {
+    // The local executor, not the real node: a thousand pools' Jobs at the
+    // Job's default 250m CPU request would queue on a two-core node, and
+    // this measures the manager, not the node.
+    for (i, (reference, spec)) in prepared.iter().enumerate() {
+        let dir = work.path().join(format!("images/{i}"));
+        let image = captf_testenv::executor::LocalImage::unpacked(spec, &dir)?;
+        for name in image.references(reference) {
             env.executor().insert(name, image.clone());
         }
     }

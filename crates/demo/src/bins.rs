@@ -33,6 +33,27 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
+/// Refuses binaries the real node cannot run from the manager image: the
+/// image has no libc, so the runner and the manager must be static.
+pub fn check_static(dir: &Path) -> Result<(), String> {
+    let dynamic: Vec<&str> = NEEDED
+        .iter()
+        .copied()
+        .filter(|b| !captf_testenv::binaries::is_static(&dir.join(b)))
+        .collect();
+    if dynamic.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} in {} not static: the manager image the node runs has no libc \
+         (`make demo` builds them; or RUSTFLAGS=\"-C target-feature=+crt-static\" \
+         cargo build -p captf-runner -p captf-manager --bins --target x86_64-unknown-linux-gnu, \
+         and --bin-dir pointing at target/x86_64-unknown-linux-gnu/debug)",
+        dynamic.join(" and "),
+        dir.display()
+    ))
+}
+
 /// A free loopback address (`127.0.0.1:<port>`) for a server to listen on.
 pub fn free_loopback_addr() -> Result<String, String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")

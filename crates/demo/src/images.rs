@@ -1,10 +1,11 @@
-//! The demo's "images": folders laid out like the container images the
-//! local executor runs, registered under the references the Jobs use.
+//! The demo's images, as `make images` builds them (the image writer's
+//! recipes): the manager image and one image per no-op module, which the
+//! real node's runtime holds under the references the Jobs use.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use captf_testenv::executor::LocalImage;
-use sha2::{Digest, Sha256};
+use captf_images::layout::ImageSpec;
+use captf_images::recipes::{self, Provenance};
 
 /// The manager image: the Job's runner init container copies `/runner` out of it.
 pub const MANAGER_IMAGE: &str = "local.demo/captf-manager:dev";
@@ -32,135 +33,69 @@ pub const MODULE_IMAGES: [ModuleImage; 3] = [
     },
 ];
 
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        // A local `tofu init` leaves these behind; an image would not hold them.
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(".terraform")
-        {
-            continue;
-        }
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), target)?;
-        }
-    }
-    Ok(())
-}
-
-/// A stable stand-in for an image digest: the reference, and every file's
-/// path with its content, or for a linked binary its target, size and
-/// modification time (hashing a large binary on every start buys nothing).
-fn folder_digest(reference: &str, root: &Path) -> std::io::Result<String> {
-    fn walk(dir: &Path, root: &Path, hasher: &mut Sha256) -> std::io::Result<()> {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<_, _>>()?;
-        entries.sort();
-        for path in entries {
-            let relative = path.strip_prefix(root).unwrap_or(&path);
-            hasher.update(relative.to_string_lossy().as_bytes());
-            let meta = std::fs::symlink_metadata(&path)?;
-            if meta.is_dir() {
-                walk(&path, root, hasher)?;
-            } else if meta.is_symlink() {
-                let target = std::fs::read_link(&path)?;
-                let target_meta = std::fs::metadata(&path)?;
-                let modified = target_meta
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .unwrap_or_default();
-                hasher.update(target.to_string_lossy().as_bytes());
-                hasher.update(target_meta.len().to_le_bytes());
-                hasher.update(modified.as_nanos().to_le_bytes());
-            } else {
-                hasher.update(std::fs::read(&path)?);
-            }
-        }
-        Ok(())
-    }
-    let mut hasher = Sha256::new();
-    hasher.update(reference.as_bytes());
-    walk(root, root, &mut hasher)?;
-    let hex: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok(format!("sha256:{hex}"))
-}
-
-/// Lays out the manager image and one image per no-op module under `dir`
-/// and returns them by reference: the manager image holds `/runner`; a
-/// module image holds `/captf/module` and `/captf/runtime` (OpenTofu), as
-/// the image contract says.
+/// The manager image (`/manager`, `/runner`, both static) and one image per
+/// no-op module (the module at `/captf/module`, OpenTofu of
+/// `tofu_version` at `/captf/runtime`), by reference.
 pub fn prepare(
-    dir: &Path,
+    manager: &Path,
     runner: &Path,
     modules: &Path,
     tofu: &Path,
-) -> Result<Vec<(String, LocalImage)>, String> {
-    let io = |what: String| move |e: std::io::Error| format!("{what}: {e}");
-    let mut images = Vec::new();
-    let manager = dir.join("captf-manager");
-    std::fs::create_dir_all(&manager).map_err(io(format!("creating {}", manager.display())))?;
-    std::os::unix::fs::symlink(runner, manager.join("runner"))
-        .map_err(io(format!("linking the runner into {}", manager.display())))?;
-    images.push((MANAGER_IMAGE.to_owned(), manager));
+    tofu_version: &str,
+) -> Result<Vec<(String, ImageSpec)>, String> {
+    let provenance = Provenance {
+        version: "dev".to_owned(),
+        ..Provenance::default()
+    };
+    let mut images = vec![(
+        MANAGER_IMAGE.to_owned(),
+        recipes::manager_image(manager, runner, &provenance),
+    )];
     for m in MODULE_IMAGES {
-        let root = dir.join(format!("noop-{}", m.role));
         let source = modules.join(m.role);
-        copy_dir(&source, &root.join("captf/module"))
-            .map_err(io(format!("copying module {}", source.display())))?;
-        std::os::unix::fs::symlink(tofu, root.join("captf/runtime"))
-            .map_err(io(format!("linking OpenTofu into {}", root.display())))?;
-        images.push((m.reference.to_owned(), root));
+        let spec = recipes::module_image(m.role, &source, tofu, tofu_version, &provenance)
+            .map_err(|e| {
+                format!(
+                    "the {} module image from {}: {e:#}",
+                    m.role,
+                    source.display()
+                )
+            })?;
+        images.push((m.reference.to_owned(), spec));
     }
-    images
-        .into_iter()
-        .map(|(reference, root)| {
-            let digest = folder_digest(&reference, &root)
-                .map_err(io(format!("hashing {}", root.display())))?;
-            Ok((reference, LocalImage { root, digest }))
-        })
-        .collect()
-}
-
-/// The references a registry would serve `image` under: its tag, and its
-/// repository with the digest (the form the manager pins once it has seen
-/// the digest).
-pub fn references(reference: &str, image: &LocalImage) -> [String; 2] {
-    [
-        reference.to_owned(),
-        captf_testenv::executor::images::image_id(reference, &image.digest),
-    ]
+    Ok(images)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use captf_images::layout::Content;
+
+    fn paths(spec: &ImageSpec) -> Vec<&str> {
+        spec.entries.iter().map(|e| e.path.as_str()).collect()
+    }
 
     #[test]
     fn images_follow_the_image_contract() {
         let tmp = tempfile::tempdir().unwrap();
         let bin = tmp.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        std::fs::write(bin.join("runner"), "runner").unwrap();
-        std::fs::write(bin.join("tofu"), "tofu").unwrap();
+        for name in ["runner", "manager", "tofu"] {
+            std::fs::write(bin.join(name), name).unwrap();
+        }
         let modules = tmp.path().join("modules");
         for role in ["cluster", "machine", "machinepool"] {
             std::fs::create_dir_all(modules.join(role).join(".terraform")).unwrap();
             std::fs::write(modules.join(role).join("main.tf"), role).unwrap();
         }
-        let out = tmp.path().join("images");
-        let images = prepare(&out, &bin.join("runner"), &modules, &bin.join("tofu")).unwrap();
+        let images = prepare(
+            &bin.join("manager"),
+            &bin.join("runner"),
+            &modules,
+            &bin.join("tofu"),
+            "1.10.10",
+        )
+        .unwrap();
         let refs: Vec<&str> = images.iter().map(|(r, _)| r.as_str()).collect();
         assert_eq!(
             refs,
@@ -171,40 +106,37 @@ mod tests {
                 "local.demo/noop-machinepool:dev"
             ]
         );
-        let manager = &images[0].1.root;
-        assert_eq!(
-            std::fs::read_to_string(manager.join("runner")).unwrap(),
-            "runner"
-        );
-        let pool = &images[3].1.root;
-        assert_eq!(
-            std::fs::read_to_string(pool.join("captf/module/main.tf")).unwrap(),
-            "machinepool"
-        );
-        assert!(!pool.join("captf/module/.terraform").exists());
-        assert_eq!(
-            std::fs::read_to_string(pool.join("captf/runtime")).unwrap(),
-            "tofu"
-        );
-
-        let digests: Vec<&str> = images.iter().map(|(_, i)| i.digest.as_str()).collect();
+        let manager = &images[0].1;
+        assert_eq!(paths(manager), ["/manager", "/runner"]);
+        assert_eq!(manager.user, "65532:65532");
+        let pool = &images[3].1;
+        let pool_paths = paths(pool);
         assert!(
-            digests
-                .iter()
-                .all(|d| d.len() == 71 && d.starts_with("sha256:"))
+            pool_paths.contains(&"/captf/module/main.tf"),
+            "{pool_paths:?}"
         );
-        assert_ne!(digests[1], digests[3]);
-        assert_ne!(digests[2], digests[3]);
-        assert_eq!(
-            references(refs[3], &images[3].1),
-            [
-                "local.demo/noop-machinepool:dev".to_owned(),
-                format!("local.demo/noop-machinepool@{}", digests[3])
-            ]
+        assert!(pool_paths.contains(&"/captf/runtime"), "{pool_paths:?}");
+        assert!(
+            !pool_paths.iter().any(|p| p.contains(".terraform")),
+            "{pool_paths:?}"
         );
-        // Stable while nothing changes; a module edit changes it.
-        assert_eq!(folder_digest(refs[3], pool).unwrap(), digests[3]);
-        std::fs::write(pool.join("captf/module/main.tf"), "edited").unwrap();
-        assert_ne!(folder_digest(refs[3], pool).unwrap(), digests[3]);
+        let runtime = pool
+            .entries
+            .iter()
+            .find(|e| e.path == "/captf/runtime")
+            .unwrap();
+        assert_eq!(runtime.content, Content::HostFile(bin.join("tofu")));
+        assert_eq!(pool.labels["io.captf.role"], "machinepool");
+        assert_eq!(pool.labels["io.captf.runtime.version"], "1.10.10");
+        // A module folder that is not there is named.
+        let err = prepare(
+            &bin.join("manager"),
+            &bin.join("runner"),
+            &tmp.path().join("nowhere"),
+            &bin.join("tofu"),
+            "1.10.10",
+        )
+        .unwrap_err();
+        assert!(err.contains("the cluster module image"), "{err}");
     }
 }

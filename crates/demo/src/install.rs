@@ -1,16 +1,15 @@
 //! Install mode (`captf-demo --install`): the provider comes up from its
 //! release, as an operator installs it — `infrastructure-components.yaml`
-//! applied with server-side apply and the manager Deployment's pod run by
-//! the node agent from the manager image's OCI layout — instead of the
-//! manager binary started on the side.
+//! applied with server-side apply and the manager Deployment's pod run on
+//! the real node from the manager image's OCI layout, under the shipped
+//! security context, probes and RBAC, its webhooks called through their
+//! Service — instead of the manager binary started on the side.
 //!
-//! One host stands in for a cluster, which asks for three changes, each
-//! made where a cluster's own parts would act: the serving certificate is
-//! the demo's (in place of cert-manager's issuer), the webhook
-//! configuration calls `https://127.0.0.1:<port>` with that CA (in place of
-//! cert-manager's CA injection and a Service route: this control plane has
-//! no pod network), and the Deployment runs one replica (its ports are the
-//! host's).
+//! The demo has no cert-manager, which asks for two changes where its parts
+//! would act: the serving certificate is the demo's (in place of
+//! cert-manager's issuer) and the webhook configurations carry its CA (in
+//! place of cert-manager's CA injection). And the Deployment runs one
+//! replica: one node, where a second would only wait for the leader lease.
 
 use std::path::{Path, PathBuf};
 
@@ -34,10 +33,8 @@ pub const DEPLOYMENT: &str = "captf-controller-manager";
 pub const NAMESPACE: &str = "captf-system";
 /// The Secret the Deployment mounts, which cert-manager would issue.
 pub const SERVING_SECRET: &str = "captf-webhook-service-cert";
-/// The port the shipped manifest serves webhooks on (`--webhook-port`).
-pub const WEBHOOK_PORT: u16 = 9443;
-/// The health port of the shipped manifest (`--health-addr` default).
-pub const HEALTH_ADDR: &str = "127.0.0.1:9440";
+/// The Service the webhook configurations call.
+pub const WEBHOOK_SERVICE: &str = "captf-webhook-service";
 /// The provider's pods, by the label clusterctl and Cluster API use.
 pub const PROVIDER_PODS: &str = "cluster.x-k8s.io/provider=infrastructure-terraform";
 
@@ -67,8 +64,8 @@ pub fn manager_image(objects: &[Value]) -> Result<String, String> {
         })
 }
 
-/// The components with the three single-host changes (see the module
-/// comment); every other object and field as released.
+/// The components with the demo's changes (see the module comment); every
+/// other object and field as released.
 pub fn adapt(mut objects: Vec<Value>, ca_pem: &str) -> Result<Vec<Value>, String> {
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let mut seen_webhooks = false;
@@ -79,14 +76,10 @@ pub fn adapt(mut objects: Vec<Value>, ca_pem: &str) -> Result<Vec<Value>, String
         if object["kind"] == "ValidatingWebhookConfiguration" {
             seen_webhooks = true;
             for hook in object["webhooks"].as_array_mut().into_iter().flatten() {
-                let path = hook["clientConfig"]["service"]["path"]
-                    .as_str()
-                    .ok_or_else(|| "a webhook without a service path".to_owned())?
-                    .to_owned();
-                hook["clientConfig"] = serde_json::json!({
-                    "url": format!("https://127.0.0.1:{WEBHOOK_PORT}{path}"),
-                    "caBundle": ca_bundle,
-                });
+                if hook["clientConfig"]["service"].is_null() {
+                    return Err("a webhook without a service to call".to_owned());
+                }
+                hook["clientConfig"]["caBundle"] = ca_bundle.clone().into();
             }
         }
     }
@@ -123,13 +116,8 @@ pub async fn install(
         .map_err(|e| format!("reading {}: {e}", release.components.display()))?;
     let objects = parse(&text)?;
     let image = manager_image(&objects)?;
-    let root = work_dir.join("images/provider-manager");
-    let digest = captf_images::layout::unpack(&release.manager_layout, &root)
-        .map_err(|e| format!("unpacking {}: {e:#}", release.manager_layout.display()))?;
-    env.executor().insert(
-        image.clone(),
-        captf_testenv::executor::LocalImage { root, digest },
-    );
+    let node = env.try_real_node().await?;
+    node.import_layout(&release.manager_layout, &image)?;
 
     let client = env.client();
     let crds_dir = captf_testenv::assets::cert_manager_crds().map_err(|e| e.to_string())?;
@@ -140,16 +128,86 @@ pub async fn install(
 
     let cert_dir = work_dir.join("webhook-cert");
     std::fs::create_dir_all(&cert_dir).map_err(|e| e.to_string())?;
-    let ca_pem =
-        captf_testenv::pki::write_webhook_serving_pair(&cert_dir).map_err(|e| e.to_string())?;
+    let service_names = [
+        format!("{WEBHOOK_SERVICE}.{NAMESPACE}.svc"),
+        format!("{WEBHOOK_SERVICE}.{NAMESPACE}.svc.cluster.local"),
+    ];
+    let ca_pem = captf_testenv::pki::write_serving_pair_for(&cert_dir, &service_names)
+        .map_err(|e| e.to_string())?;
     for object in adapt(objects, &ca_pem)? {
         kube_io::apply(&client, &object, field_manager).await?;
         if object["kind"] == "Namespace" && object["metadata"]["name"] == NAMESPACE {
             kube_io::apply(&client, &serving_secret(&cert_dir, &ca_pem)?, field_manager).await?;
         }
     }
-    env.run_pods(PROVIDER_PODS);
     Ok(image)
+}
+
+/// The manager's pod once the kubelet calls it Ready (its readiness probe
+/// passing): its name and its node's. Fails with the pod's state when it
+/// is not Ready within `timeout`.
+pub async fn wait_pod_ready(
+    client: &kube::Client,
+    timeout: std::time::Duration,
+) -> Result<(String, String), String> {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, ListParams};
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let selector = ListParams::default().labels(PROVIDER_PODS);
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let listed = pods
+            .list(&selector)
+            .await
+            .map_err(|e| format!("listing the manager pods: {e}"))?;
+        let ready = listed.items.iter().find(|p| pod_ready(p));
+        if let Some(pod) = ready {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+            return Ok((name, node.unwrap_or_default()));
+        }
+        if std::time::Instant::now() > deadline {
+            let states: Vec<String> = listed.items.iter().map(pod_state).collect();
+            return Err(format!(
+                "no manager pod Ready within {}s: {}",
+                timeout.as_secs(),
+                states.join("; ")
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// A pod's phase and its containers' waiting or terminated reasons.
+fn pod_state(pod: &k8s_openapi::api::core::v1::Pod) -> String {
+    let status = pod.status.as_ref();
+    let reasons: Vec<String> = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let state = c.state.as_ref()?;
+            let waiting = state.waiting.as_ref().and_then(|w| {
+                let message = w.message.as_deref().unwrap_or_default();
+                w.reason.clone().map(|r| format!("{r} {message}"))
+            });
+            let terminated = state.terminated.as_ref().and_then(|t| t.reason.clone());
+            waiting.or(terminated).map(|r| format!("{}: {r}", c.name))
+        })
+        .collect();
+    format!(
+        "{} {} {}",
+        pod.metadata.name.as_deref().unwrap_or_default(),
+        status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending"),
+        reasons.join(", ")
+    )
 }
 
 /// Proof that the installed manager answers admission: a TerraformCluster
@@ -220,7 +278,7 @@ webhooks:
 "#;
 
     #[test]
-    fn one_replica_and_webhooks_called_on_the_host_with_the_demo_ca() {
+    fn one_replica_and_webhooks_called_through_their_service_with_the_demo_ca() {
         let objects = parse(COMPONENTS).unwrap();
         assert_eq!(
             manager_image(&objects).unwrap(),
@@ -229,9 +287,12 @@ webhooks:
         let adapted = adapt(objects.clone(), "PEM").unwrap();
         assert_eq!(adapted[1]["spec"]["replicas"], 1);
         let client = &adapted[2]["webhooks"][0]["clientConfig"];
-        assert_eq!(client["url"], "https://127.0.0.1:9443/validate-a");
         assert_eq!(client["caBundle"], "UEVN");
-        assert!(client.get("service").is_none());
+        assert_eq!(
+            client["service"],
+            objects[2]["webhooks"][0]["clientConfig"]["service"]
+        );
+        assert!(client.get("url").is_none());
         // Nothing else moved.
         assert_eq!(adapted[0], objects[0]);
         assert_eq!(
@@ -239,5 +300,8 @@ webhooks:
             objects[1]["spec"]["template"]
         );
         assert!(adapt(vec![objects[0].clone()], "PEM").is_err());
+        let mut no_service = objects.clone();
+        no_service[2]["webhooks"][0]["clientConfig"] = serde_json::json!({"url": "https://x"});
+        assert!(adapt(no_service, "PEM").is_err());
     }
 }

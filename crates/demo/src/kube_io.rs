@@ -111,7 +111,11 @@ pub async fn table(client: &kube::Client, kind: &Kind, namespace: &str) -> Resul
     } else {
         format!("/apis/{}/{}", r.group, r.version)
     };
-    let path = format!("{base}/namespaces/{namespace}/{}", r.plural);
+    let path = if !kind.namespaced {
+        format!("{base}/{}", r.plural)
+    } else {
+        format!("{base}/namespaces/{namespace}/{}", r.plural)
+    };
     let request = http::Request::get(&path)
         .header(http::header::ACCEPT, ACCEPT_TABLE)
         .body(Vec::new())

@@ -1,6 +1,7 @@
-//! `captf-demo`: starts a local control plane, Cluster API's controllers,
-//! the node agents (the local Job executor, and the stand-in kubelets that
-//! register a Node per pool member) and the manager binary, applies the
+//! `captf-demo`: starts a local control plane, a real node beside it (the
+//! kubelet, containerd and runc, kube-proxy and the scheduler: the Jobs
+//! run there), Cluster API's controllers, the node agent (the stand-in
+//! kubelets that register a Node per pool member) and the manager binary, applies the
 //! example Cluster, TerraformCluster, MachinePool and TerraformMachinePool,
 //! shows their conditions as they converge, and prints them as `kubectl get`
 //! does, with the MachinePool's own view of its members.
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use captf_demo::progress::{self, Tracker};
-use captf_demo::{bins, capi, examples, images, install, kube_io, table};
+use captf_demo::{bins, capi, examples, images, install, kube_io};
 use captf_testenv::TestEnv;
 use captf_testenv::process::Process;
 use clap::Parser;
@@ -38,7 +39,7 @@ const MATCH_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, Parser)]
 #[command(
     version,
-    about = "Run CAPTF locally: control plane, node agent, manager and an example cluster with a machine pool"
+    about = "Run CAPTF locally: control plane, a real node, manager and an example cluster with a machine pool"
 )]
 struct Args {
     /// Leave everything running afterwards, for exploring with the printed
@@ -48,8 +49,9 @@ struct Args {
     /// How long the example objects have to become Ready (90s, 10m, 1h).
     #[arg(long, default_value = "10m", value_parser = bins::parse_duration)]
     timeout: Duration,
-    /// Folder holding the `runner` and `manager` binaries [default: the
-    /// folder of this executable].
+    /// Folder holding the static `runner` and `manager` binaries (the
+    /// manager image the node runs has no libc) [default: the folder of
+    /// this executable].
     #[arg(long)]
     bin_dir: Option<PathBuf>,
     /// Folder of the example objects to apply.
@@ -59,7 +61,7 @@ struct Args {
     #[arg(long, default_value_os_t = Path::new(WORKSPACE).join("modules/noop"))]
     modules: PathBuf,
     /// Install mode: the provider from this `infrastructure-components.yaml`
-    /// (`make release`), its manager pod run by the node agent from the
+    /// (`make release`), its manager pod run on the real node from the
     /// image layout of `--manager-image`, rather than the manager binary.
     #[arg(long, requires = "manager_image")]
     install: Option<PathBuf>,
@@ -139,8 +141,9 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(run(args));
     drop(runtime);
-    // exit() runs the test harness's exit hook, which stops the control
-    // plane and removes its folder and the node agent's.
+    // exit() runs the test harness's exit hook, which stops the real node
+    // (and puts the host back) and the control plane, and removes their
+    // folders.
     std::process::exit(code)
 }
 
@@ -227,7 +230,10 @@ async fn demo(
         .unwrap_or("default")
         .to_owned();
     let bin_dir = bins::locate(args.bin_dir.as_deref())?;
+    bins::check_static(&bin_dir)?;
     let tofu = captf_testenv::assets::tofu().map_err(|e| e.to_string())?;
+    let tofu_version =
+        captf_testenv::assets::version("OPENTOFU_VERSION").map_err(|e| e.to_string())?;
 
     let work_dir = tempfile::Builder::new()
         .prefix("captf-demo-")
@@ -243,10 +249,11 @@ async fn demo(
     let start = Instant::now();
     say(start, &format!("work folder {}", work_dir.display()));
     let prepared = images::prepare(
-        &work_dir.join("images"),
+        &bin_dir.join("manager"),
         &bin_dir.join("runner"),
         &args.modules,
         &tofu,
+        tofu_version,
     )?;
 
     say(
@@ -263,19 +270,22 @@ async fn demo(
         .to_owned();
     running.as_mut().expect("set above").kubeconfig = Some(kubeconfig.clone());
     let client = env.client();
-    let node_images = env.executor();
-    for (reference, image) in prepared {
-        for name in images::references(&reference, &image) {
-            node_images.insert(name, image.clone());
-        }
-    }
+    let node = tokio::select! {
+        node = env.try_real_node() => node?,
+        _ = signals.recv() => return Err(Stop::Interrupted),
+    };
     say(
         start,
         &format!(
-            "node agent running as Node {}",
-            captf_testenv::executor::NODE_NAME
+            "real node {} Ready in {:.1} s (containerd, runc, the kubelet, kube-proxy, the scheduler)",
+            node.name,
+            node.started_in.as_secs_f64()
         ),
     );
+    for (reference, spec) in &prepared {
+        node.try_import(spec, reference)?;
+        say(start, &format!("image {reference} in the node's runtime"));
+    }
 
     say(
         start,
@@ -303,14 +313,29 @@ async fn demo(
         say(
             start,
             &format!(
-                "installed {} (manager image {image}); the node agent runs Deployment {}/{}",
+                "installed {} (manager image {image}); the real node runs Deployment {}/{}",
                 components.display(),
                 install::NAMESPACE,
                 install::DEPLOYMENT
             ),
         );
-        wait_manager_ready(running, install::HEALTH_ADDR, signals).await?;
-        let denial = install::webhook_denial(&client).await?;
+        let (pod, node) = tokio::select! {
+            ready = install::wait_pod_ready(&client, MANAGER_READY_TIMEOUT) => ready?,
+            _ = signals.recv() => return Err(Stop::Interrupted),
+        };
+        say(
+            start,
+            &format!("manager pod {pod} Running on node {node}, its readiness probe passing"),
+        );
+        // The Service's endpoints follow the pod's readiness a moment later.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let denial = loop {
+            match install::webhook_denial(&client).await {
+                Ok(denial) => break denial,
+                Err(e) if Instant::now() > deadline => return Err(Stop::Failed(e)),
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        };
         say(
             start,
             &format!("manager pod ready; its webhook refuses a root Job: {denial}"),
@@ -348,7 +373,7 @@ async fn demo(
     };
     // The tables show where things stand, also when they did not converge.
     if !matches!(converged, Err(Stop::Interrupted)) {
-        print_tables(&client, &namespace, &targets).await?;
+        captf_demo::summary::print_tables(&client, &namespace, &targets).await?;
     }
     converged
 }
@@ -598,72 +623,4 @@ async fn converge(
             _ = signals.recv() => return Err(Stop::Interrupted),
         }
     }
-}
-
-/// `kubectl get` of each infrastructure kind and of the Jobs that ran,
-/// then the pool members the module reported.
-async fn print_tables(
-    client: &kube::Client,
-    namespace: &str,
-    targets: &[(&'static str, String)],
-) -> Result<(), Stop> {
-    let mut shown: Vec<(&str, kube_io::Kind)> = Vec::new();
-    for (kind, _) in targets {
-        if !shown.iter().any(|(k, _)| k == kind) {
-            shown.push((
-                kind,
-                kube_io::resolve(client, captf_api::API_VERSION, kind).await?,
-            ));
-        }
-    }
-    shown.push(("Job", kube_io::resolve(client, "batch/v1", "Job").await?));
-    for (_, kind) in &shown {
-        let t = kube_io::table(client, kind, namespace).await?;
-        println!("\n$ kubectl get {} -n {namespace}", kind.resource.plural);
-        print!("{}", table::render(&t, namespace, false)?);
-    }
-    let pools = kube_io::resolve(client, "cluster.x-k8s.io/v1beta2", "MachinePool").await?;
-    for kind in ["MachineDeployment", "Machine", "MachinePool"] {
-        let k = kube_io::resolve(client, "cluster.x-k8s.io/v1beta2", kind).await?;
-        let t = kube_io::table(client, &k, namespace).await?;
-        println!("\n$ kubectl get {} -n {namespace}", k.resource.plural);
-        print!("{}", table::render(&t, namespace, false)?);
-    }
-    let nodes: Vec<Value> = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
-        .list(&Default::default())
-        .await
-        .map_err(|e| format!("listing nodes: {e}"))?
-        .items
-        .into_iter()
-        .filter_map(|n| serde_json::to_value(n).ok())
-        .collect();
-    for mp in kube_io::list(client, &pools, namespace, "").await? {
-        let members = capi::members(&mp, &nodes);
-        println!(
-            "\nMachinePool/{} status.nodeRefs ({}), as Cluster API matched them:",
-            mp["metadata"]["name"].as_str().unwrap_or_default(),
-            members.len()
-        );
-        for m in members {
-            println!("  {}  {}", m.node, m.provider_id);
-        }
-    }
-    for (kind, name) in targets
-        .iter()
-        .filter(|(k, _)| *k == captf_api::names::kinds::TERRAFORM_MACHINE_POOL)
-    {
-        let k = kube_io::resolve(client, captf_api::API_VERSION, kind).await?;
-        if let Some(pool) = kube_io::get(client, &k, namespace, name).await? {
-            let ids: Vec<&str> = pool
-                .pointer("/spec/providerIDList")
-                .and_then(Value::as_array)
-                .map(|l| l.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            println!("\n{kind}/{name} spec.providerIDList ({}):", ids.len());
-            for id in ids {
-                println!("  {id}");
-            }
-        }
-    }
-    Ok(())
 }

@@ -1,7 +1,8 @@
 //! The demo end to end, as `make demo` runs it (minus the Makefile): the
-//! workspace builds the runner, the manager and the demo, and the demo
-//! brings up the control plane, Cluster API's controllers, the node agents
-//! and the manager, and converges the example cluster and machine pool on
+//! workspace builds the runner, the manager (static) and the demo, and the
+//! demo brings up the control plane, a real node (the Jobs' pods run on its
+//! kubelet and containerd), Cluster API's controllers, the node agent and
+//! the manager, and converges the example cluster and machine pool on
 //! the no-op modules with the real runner and OpenTofu, Cluster API making
 //! the owner references and matching the pool's members to Nodes. This is
 //! the demo CI runs.
@@ -60,8 +61,16 @@ static ONE_DEMO: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// succeeded.
 fn run_demo(bin_dir: &Path, args: &[&std::ffi::OsStr]) -> (String, String) {
     let _one = ONE_DEMO.lock().unwrap_or_else(|p| p.into_inner());
+    // The runner and the manager as `make demo` builds them: static, for
+    // the manager image the node runs.
+    let static_dir = captf_testenv::binaries::static_linked("runner")
+        .parent()
+        .expect("the static target folder")
+        .to_path_buf();
     let output = Command::new(bin_dir.join("captf-demo"))
         .args(["--timeout", "8m"])
+        .arg("--bin-dir")
+        .arg(&static_dir)
         .args(args)
         .current_dir(workspace())
         .output()
@@ -85,9 +94,10 @@ fn the_demo_converges_and_prints_ready_infrastructure() {
 
 /// Install mode, as `make demo-install` runs it: the release built the way
 /// `make release` builds it (static binaries, the image layout, the
-/// components of `hack/release-manifests.sh`), the manager pod run by the
-/// node agent from that layout, its webhook answering with the demo's
-/// certificate, and the examples converging under it.
+/// components of `hack/release-manifests.sh`), the manager pod run on the
+/// real node from that layout (Ready by its own readiness probe), its
+/// webhook answering through its Service with the demo's certificate, and
+/// the examples converging under it.
 #[test]
 fn the_demo_in_install_mode_runs_the_manager_from_its_image() {
     let bin_dir = build();
@@ -124,7 +134,11 @@ fn the_demo_in_install_mode_runs_the_manager_from_its_image() {
         ],
     );
     assert!(
-        stdout.contains(&format!("(manager image {image}); the node agent runs Deployment captf-system/captf-controller-manager")),
+        stdout.contains(&format!("(manager image {image}); the real node runs Deployment captf-system/captf-controller-manager")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Running on node captf-node, its readiness probe passing"),
         "{stdout}"
     );
     assert!(
@@ -235,6 +249,22 @@ fn check_converged(stdout: &str, stderr: &str) {
     );
     assert!(
         stdout.contains("Cluster API matched 3 Machines to their Nodes"),
+        "{stdout}"
+    );
+
+    // The Jobs ran on a real node: its kubelet's Node, with its container
+    // runtime.
+    let node = row(stdout, "nodes", "captf-node")
+        .unwrap_or_else(|| panic!("no Node row captf-node in:\n{stdout}"));
+    let node_get = |col: &str| {
+        node.iter()
+            .find(|(h, _)| h == col)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no {col} column in {node:?}"))
+    };
+    assert_eq!(node_get("STATUS"), "Ready", "{stdout}");
+    assert!(
+        node_get("CONTAINER-RUNTIME").starts_with("containerd://"),
         "{stdout}"
     );
 }
