@@ -17,7 +17,7 @@ grep -q " $tmp/captf-node-" /proc/self/mountinfo && left+=("mounts under $tmp/ca
 compgen -G "$tmp/captf-node-*/" >/dev/null && left+=("node folders $tmp/captf-node-*/")
 [ -e "$tmp/captf-node-host" ] && left+=("sysctls not put back ($tmp/captf-node-host: $(tr '\n' ' ' <"$tmp/captf-node-host"))")
 compgen -G "/var/run/netns/cni-*" >/dev/null && left+=("pod network namespaces /var/run/netns/cni-*")
-compgen -G "/sys/fs/cgroup/*/kubepods" >/dev/null && left+=("kubepods cgroups")
+compgen -G "/sys/fs/cgroup/*/captf-node" >/dev/null && left+=("the node's cgroups /sys/fs/cgroup/*/captf-node")
 
 if [ "${#left[@]}" -gt 0 ]; then
   printf 'error: the host was left with: %s\n' "${left[@]}" >&2

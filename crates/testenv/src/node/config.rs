@@ -10,6 +10,10 @@ pub const NODE_NAME: &str = "captf-node";
 pub const BRIDGE: &str = "captf0";
 /// The pods' subnet (host-local IPAM on the bridge).
 pub const POD_SUBNET: &str = "10.88.0.0/24";
+/// The cgroup the kubelet keeps its pods under (`cgroupRoot`), in each
+/// hierarchy: the node's own, so putting the host back touches no other
+/// kubelet's pods.
+pub const CGROUP_ROOT: &str = "captf-node";
 /// The local pause image every pod sandbox runs.
 pub const PAUSE_IMAGE: &str = "captf.test/pause:v1";
 
@@ -129,6 +133,7 @@ containerRuntimeEndpoint: unix://{socket}
 podLogsDir: {pod_logs}
 volumePluginDir: {plugins}
 failSwapOn: false
+cgroupRoot: /{cgroup_root}
 address: {address}
 port: 10250
 readOnlyPort: 0
@@ -149,6 +154,7 @@ authentication:
 authorization:
   mode: AlwaysAllow
 "#,
+        cgroup_root = CGROUP_ROOT,
         socket = show(&paths.socket()),
         pod_logs = show(&paths.pod_logs()),
         plugins = show(&paths.root.join("volume-plugins")),

@@ -1,6 +1,6 @@
 //! What a real node changes on the shared host, and putting it back: the
-//! sysctls the kubelet sets, the folders it makes outside its own, the processes of its pods (in the `kubepods`
-//! cgroups), the iptables chains the kubelet, kube-proxy and the CNI
+//! sysctls the kubelet sets, the folders it makes outside its own, the
+//! processes of its pods (under the node's own cgroup root, `captf-node`), the iptables chains the kubelet, kube-proxy and the CNI
 //! plugins add, the CNI bridge, the pods' network namespaces and the mounts
 //! under the node's folder.
 //!
@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::config::BRIDGE;
+use super::config::{BRIDGE, CGROUP_ROOT};
 
 /// The sysctls the kubelet sets (`protectKernelDefaults: false`).
 pub const SYSCTLS: &[&str] = &[
@@ -71,7 +71,7 @@ pub fn restore_host() {
 
 /// Everything a node (of this run or of one that died) left: its pods'
 /// processes, the processes started under `root`, the chains, the bridge,
-/// the pods' network namespaces, the mounts under `roots`, the `kubepods`
+/// the pods' network namespaces, the mounts under `roots`, the node's
 /// cgroups; then the sysctls and the kubelet's host folders.
 pub fn sweep(roots: &[&Path]) {
     kill_cgroup_processes();
@@ -84,20 +84,49 @@ pub fn sweep(roots: &[&Path]) {
     for root in roots {
         unmount_under(root);
     }
-    remove_kubepods_cgroups();
+    remove_cgroup_root();
     restore_host();
 }
 
-/// The cgroup v1 hierarchies the kubelet makes `kubepods` in.
-fn hierarchies() -> Vec<PathBuf> {
+/// The cgroup hierarchies mounted under `/sys/fs/cgroup` (v1's, and v2's
+/// unified one where it is mounted there).
+fn mounted_hierarchies() -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") else {
         return Vec::new();
     };
-    entries
+    let mut found: Vec<PathBuf> = entries
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.join("kubepods").is_dir())
+        .filter(|p| !p.is_symlink() && p.join("cgroup.procs").is_file())
+        .collect();
+    if Path::new("/sys/fs/cgroup/cgroup.procs").is_file() {
+        found.push(PathBuf::from("/sys/fs/cgroup"));
+    }
+    found
+}
+
+/// The hierarchies that hold the node's cgroup root.
+fn hierarchies() -> Vec<PathBuf> {
+    mounted_hierarchies()
+        .into_iter()
+        .filter(|p| p.join(CGROUP_ROOT).is_dir())
         .collect()
+}
+
+/// Makes the node's cgroup root in every hierarchy before the kubelet
+/// starts (it refuses a root that is not there); a new cpuset gets its
+/// parent's CPUs and memory nodes, or no process could join it.
+pub fn make_cgroup_root() -> std::io::Result<()> {
+    for h in mounted_hierarchies() {
+        let dir = h.join(CGROUP_ROOT);
+        std::fs::create_dir_all(&dir)?;
+        for file in ["cpuset.cpus", "cpuset.mems"] {
+            if let Ok(value) = std::fs::read_to_string(h.join(file)) {
+                std::fs::write(dir.join(file), value.trim())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Folders under `dir`, deepest first.
@@ -117,7 +146,7 @@ fn dirs_deepest_first(dir: &Path) -> Vec<PathBuf> {
 
 fn kill_cgroup_processes() {
     for h in hierarchies() {
-        for dir in dirs_deepest_first(&h.join("kubepods")) {
+        for dir in dirs_deepest_first(&h.join(CGROUP_ROOT)) {
             let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
             for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
                 let _ = nix::sys::signal::kill(
@@ -129,9 +158,9 @@ fn kill_cgroup_processes() {
     }
 }
 
-fn remove_kubepods_cgroups() {
+fn remove_cgroup_root() {
     for h in hierarchies() {
-        for dir in dirs_deepest_first(&h.join("kubepods")) {
+        for dir in dirs_deepest_first(&h.join(CGROUP_ROOT)) {
             let _ = std::fs::remove_dir(dir);
         }
     }

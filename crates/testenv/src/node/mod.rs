@@ -6,8 +6,8 @@
 //! without a node never runs it). Settings and pitfalls: `config.rs`; what
 //! it changes on the host and how that is put back: `host.rs`.
 //!
-//! One node per host: the kubelet's ports, the `kubepods` cgroups and the
-//! iptables chains are the host's. A run that died is swept by the next.
+//! One node per host: the kubelet's ports and the iptables chains are the
+//! host's (its pods' cgroups are under a root of its own, `captf-node`). A run that died is swept by the next.
 
 pub mod config;
 mod env;
@@ -105,6 +105,7 @@ impl Node {
         // With the lock held, any node folder left is a dead run's.
         sweep_earlier_runs();
         host::save_host().map_err(|e| format!("saving the host's sysctls: {e}"))?;
+        host::make_cgroup_root().map_err(|e| format!("making the node's cgroup root: {e}"))?;
         let root = tempfile::Builder::new()
             .prefix(FOLDER_PREFIX)
             .tempdir()
