@@ -329,29 +329,32 @@ install_oci_provider() {
 # cores busy while another build downloads modules or links), each in a
 # subshell of its own, and the script fails if any of them failed.
 pids=()
-if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
-  kube_assets=$KUBEBUILDER_ASSETS
-  for b in kube-apiserver etcd kube-controller-manager; do
-    [ -x "$kube_assets/$b" ] || die "KUBEBUILDER_ASSETS=$kube_assets has no executable $b"
+# A folder of binaries: the user's when the variable named $1 is set
+# (checked, never built), else the cache folder $2, built by the function $3
+# in the background when one of the binaries named after it is missing.
+# Sets `resolved`.
+asset_folder() {
+  local var=$1 dir=$2 build=$3
+  shift 3
+  local given=${!var:-}
+  if [ -n "$given" ]; then
+    for b in "$@"; do
+      [ -x "$given/$b" ] || die "$var=$given has no executable $b"
+    done
+    resolved=$given
+    return
+  fi
+  resolved=$dir
+  for b in "$@"; do
+    [ -x "$dir/$b" ] || { "$build" & pids+=($!); break; }
   done
-else
-  kube_assets=$k8s_dir
-  for b in kube-apiserver kube-controller-manager etcd; do
-    [ -x "$k8s_dir/$b" ] || { build_kubernetes & pids+=($!); break; }
-  done
-fi
+}
 
-if [ -n "${NODE_ASSETS:-}" ]; then
-  node_assets=$NODE_ASSETS
-  for b in $NODE_BINARIES; do
-    [ -x "$node_assets/$b" ] || die "NODE_ASSETS=$node_assets has no executable $b"
-  done
-else
-  node_assets=$node_dir
-  for b in $NODE_BINARIES; do
-    [ -x "$node_dir/$b" ] || { build_kubernetes_node & pids+=($!); break; }
-  done
-fi
+asset_folder KUBEBUILDER_ASSETS "$k8s_dir" build_kubernetes kube-apiserver etcd kube-controller-manager
+kube_assets=$resolved
+# shellcheck disable=SC2086 # the list of node binaries, one word each
+asset_folder NODE_ASSETS "$node_dir" build_kubernetes_node $NODE_BINARIES
+node_assets=$resolved
 
 if [ -n "${TOFU:-}" ]; then
   [ -x "$TOFU" ] || die "TOFU=$TOFU is not an executable"
