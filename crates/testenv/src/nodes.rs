@@ -46,19 +46,30 @@ fn infrastructure(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
-/// The provider IDs an infrastructure object reports: a pool's
-/// `spec.providerIDList`, a machine's `spec.providerID`.
+/// The provider IDs of the machines an infrastructure object reports: a
+/// pool's `spec.providerIDList` (its own `spec.providerID` names the pool,
+/// not a machine, and gets no Node), a machine's `spec.providerID`.
 pub fn provider_ids(obj: &DynamicObject) -> Vec<String> {
     let spec = &obj.data["spec"];
-    let mut ids: Vec<String> = spec["providerIDList"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
-    if let Some(id) = spec["providerID"].as_str() {
-        ids.push(id.to_owned());
-    }
+    let is_pool = obj
+        .types
+        .as_ref()
+        .is_some_and(|t| t.kind == "TerraformMachinePool")
+        || spec.get("providerIDList").is_some();
+    let mut ids: Vec<String> = if is_pool {
+        spec["providerIDList"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    } else {
+        spec["providerID"]
+            .as_str()
+            .map(str::to_owned)
+            .into_iter()
+            .collect()
+    };
     ids.retain(|id| !id.is_empty());
     ids
 }
@@ -269,13 +280,26 @@ mod tests {
     }
 
     #[test]
-    fn provider_ids_come_from_the_list_and_the_single_field() {
+    fn provider_ids_are_a_pools_members_and_a_machines_own() {
         let pool: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
-            "metadata": {"name": "p"}, "spec": {"providerIDList": ["a://1", "", "a://2"]},
+            "metadata": {"name": "p"},
+            "spec": {"providerID": "a://pool", "providerIDList": ["a://1", "", "a://2"]},
         }))
         .unwrap();
         assert_eq!(provider_ids(&pool), ["a://1", "a://2"]);
+        let listed_without_kind: DynamicObject = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {"providerID": "a://pool", "providerIDList": ["a://1"]},
+        }))
+        .unwrap();
+        assert_eq!(provider_ids(&listed_without_kind), ["a://1"]);
+        let new_pool: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+            "metadata": {"name": "p"}, "spec": {"providerID": "a://pool"},
+        }))
+        .unwrap();
+        assert_eq!(provider_ids(&new_pool), Vec::<String>::new());
         let machine: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachine",
             "metadata": {"name": "m"}, "spec": {"providerID": "a://3"},
