@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fails when a test run left the real node's changes on the host: iptables
 # chains of the kubelet, kube-proxy or the CNI plugins, the CNI bridge,
-# mounts or folders of a node, the kubelet's host folders, or sysctls not
-# put back (their saved values still waiting in the node's host file).
+# a further node's network namespace or veth, mounts or folders of a node,
+# the nodes' cgroups, or sysctls not put back (their saved values still
+# waiting in the nodes' host file).
 set -euo pipefail
 
 left=()
@@ -12,12 +13,14 @@ for save in iptables-save ip6tables-save; do
   fi
 done
 ip link show captf0 >/dev/null 2>&1 && left+=("the CNI bridge captf0")
+ip -br link | grep -q '^captf-h[0-9]' && left+=("a node's veth ($(ip -br link | grep -o '^captf-h[0-9]*' | tr '\n' ' '))")
+ip netns list | grep -q '^captf-node' && left+=("a node's network namespace ($(ip netns list | grep -o '^captf-node[0-9]*' | tr '\n' ' '))")
 tmp=${TMPDIR:-/tmp}
-grep -q " $tmp/captf-node-" /proc/self/mountinfo && left+=("mounts under $tmp/captf-node-*")
-compgen -G "$tmp/captf-node-*/" >/dev/null && left+=("node folders $tmp/captf-node-*/")
+grep -qE " $tmp/captf-node[0-9]*-" /proc/self/mountinfo && left+=("mounts under $tmp/captf-node*-*")
+compgen -G "$tmp/captf-node*-*/" >/dev/null && left+=("node folders $tmp/captf-node*-*/")
 [ -e "$tmp/captf-node-host" ] && left+=("sysctls not put back ($tmp/captf-node-host: $(tr '\n' ' ' <"$tmp/captf-node-host"))")
 compgen -G "/var/run/netns/cni-*" >/dev/null && left+=("pod network namespaces /var/run/netns/cni-*")
-compgen -G "/sys/fs/cgroup/*/captf-node" >/dev/null && left+=("the node's cgroups /sys/fs/cgroup/*/captf-node")
+compgen -G "/sys/fs/cgroup/*/captf-node*" >/dev/null && left+=("the nodes' cgroups /sys/fs/cgroup/*/captf-node*")
 
 if [ "${#left[@]}" -gt 0 ]; then
   printf 'error: the host was left with: %s\n' "${left[@]}" >&2

@@ -718,7 +718,7 @@ fn register_exit_hook() {
 extern "C" fn stop_at_exit() {
     STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
     // The node first: its kubelet reports to the control plane to the end.
-    node::stop_node();
+    node::stop_nodes();
     let managers = std::mem::take(&mut *CAPI_RUNNING.lock().unwrap_or_else(|p| p.into_inner()));
     for mut p in managers.into_iter().rev() {
         p.stop(std::time::Duration::from_secs(5));

@@ -251,7 +251,7 @@ async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
     // The scheduler bound the pod to the real node.
     assert_eq!(
         pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
-        Some(node.name)
+        Some(node.name.as_str())
     );
 
     // Bookkeeping reads the same through its own path: the object's Jobs by

@@ -5,17 +5,78 @@
 
 use std::path::{Path, PathBuf};
 
-/// The name the node registers with, and the bridge its pods hang off.
-pub const NODE_NAME: &str = "captf-node";
-pub const BRIDGE: &str = "captf0";
-/// The pods' subnet (host-local IPAM on the bridge).
-pub const POD_SUBNET: &str = "10.88.0.0/24";
-/// The cgroup the kubelet keeps its pods under (`cgroupRoot`), in each
-/// hierarchy: the node's own, so putting the host back touches no other
-/// kubelet's pods.
-pub const CGROUP_ROOT: &str = "captf-node";
 /// The local pause image every pod sandbox runs.
 pub const PAUSE_IMAGE: &str = "captf.test/pause:v1";
+
+/// Which of the host's nodes this is: the first control plane's node runs
+/// in the host's network namespace; every further one in a network
+/// namespace of its own (its own chains, bridge and ports), reaching the
+/// host through a veth pair. Each has its own name, bridge, pod subnet,
+/// cgroup root, folder prefix and host lock, so putting one back touches no
+/// other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Site {
+    pub index: usize,
+}
+
+impl Site {
+    fn suffix(self) -> String {
+        match self.index {
+            0 => String::new(),
+            i => i.to_string(),
+        }
+    }
+    /// The name the node registers with.
+    pub fn node_name(self) -> String {
+        format!("captf-node{}", self.suffix())
+    }
+    /// The bridge its pods hang off.
+    pub fn bridge(self) -> String {
+        format!("captf{}", self.index)
+    }
+    /// The pods' subnet (host-local IPAM on the bridge).
+    pub fn pod_subnet(self) -> String {
+        format!("10.{}.0.0/24", 88 + self.index)
+    }
+    /// The cgroup the kubelet keeps its pods under (`cgroupRoot`), in each
+    /// hierarchy: the node's own, so putting the host back touches no other
+    /// kubelet's pods.
+    pub fn cgroup_root(self) -> String {
+        self.node_name()
+    }
+    /// Every folder of this node starts with it, so a sweep finds those of
+    /// runs that died (and no other node's).
+    pub fn folder_prefix(self) -> String {
+        format!("{}-", self.node_name())
+    }
+    /// The file whose lock makes this node the host's only one of its site.
+    pub fn lock_file(self) -> PathBuf {
+        std::env::temp_dir().join(format!("{}.lock", self.node_name()))
+    }
+    /// The network namespace the node runs in (`None`: the host's).
+    pub fn netns(self) -> Option<String> {
+        (self.index > 0).then(|| self.node_name())
+    }
+    /// The veth pair's host end, its namespace end, and their addresses
+    /// (a /30 each: host `.1`, node `.2`).
+    pub fn veth(self) -> Veth {
+        Veth {
+            host: format!("captf-h{}", self.index),
+            node: format!("captf-n{}", self.index),
+            host_address: format!("10.90.{}.1", self.index),
+            node_address: format!("10.90.{}.2", self.index),
+        }
+    }
+}
+
+/// The link between a node's network namespace and the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Veth {
+    pub host: String,
+    pub node: String,
+    pub host_address: String,
+    pub node_address: String,
+}
 
 /// Where a node keeps its files: everything under one folder of the test.
 #[derive(Debug, Clone)]
@@ -95,20 +156,20 @@ state = "{state}"
 
 /// One bridge with host-local addresses, the gateway on the bridge, and
 /// masquerade for traffic leaving the pods' subnet; portmap for host ports.
-pub fn cni_conflist(paths: &NodePaths) -> String {
+pub fn cni_conflist(paths: &NodePaths, site: Site) -> String {
     serde_json::json!({
         "cniVersion": "1.0.0",
         "name": "captf-test",
         "plugins": [
             {
                 "type": "bridge",
-                "bridge": BRIDGE,
+                "bridge": site.bridge(),
                 "isGateway": true,
                 "ipMasq": true,
                 "hairpinMode": true,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": POD_SUBNET}]],
+                    "ranges": [[{"subnet": site.pod_subnet()}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                     "dataDir": show(&paths.cni_ipam_dir()),
                 },
@@ -123,7 +184,7 @@ pub fn cni_conflist(paths: &NodePaths) -> String {
 /// folder (a misspelt field is silently ignored, so the test of this file
 /// names each one); eviction and image garbage collection are off (a busy
 /// shared disk must not evict a test's pods or its imported images).
-pub fn kubelet_yaml(paths: &NodePaths, address: &str) -> String {
+pub fn kubelet_yaml(paths: &NodePaths, site: Site, address: &str) -> String {
     format!(
         r#"apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -154,7 +215,7 @@ authentication:
 authorization:
   mode: AlwaysAllow
 "#,
-        cgroup_root = CGROUP_ROOT,
+        cgroup_root = site.cgroup_root(),
         socket = show(&paths.socket()),
         pod_logs = show(&paths.pod_logs()),
         plugins = show(&paths.root.join("volume-plugins")),
@@ -162,13 +223,13 @@ authorization:
 }
 
 /// kube-proxy in iptables mode for the node.
-pub fn kube_proxy_yaml(kubeconfig: &Path) -> String {
+pub fn kube_proxy_yaml(kubeconfig: &Path, site: Site) -> String {
     format!(
         r#"apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
-hostnameOverride: {NODE_NAME}
-clusterCIDR: {POD_SUBNET}
+hostnameOverride: {name}
+clusterCIDR: {subnet}
 clientConnection:
   kubeconfig: {kubeconfig}
 conntrack:
@@ -177,6 +238,8 @@ metricsBindAddress: "127.0.0.1:10249"
 healthzBindAddress: "127.0.0.1:10256"
 "#,
         kubeconfig = show(kubeconfig),
+        name = site.node_name(),
+        subnet = site.pod_subnet(),
     )
 }
 
@@ -189,7 +252,7 @@ mod tests {
         let paths = NodePaths {
             root: PathBuf::from("/tmp/t/node"),
         };
-        let kubelet = kubelet_yaml(&paths, "192.0.2.2");
+        let kubelet = kubelet_yaml(&paths, Site { index: 0 }, "192.0.2.2");
         for line in [
             "containerRuntimeEndpoint: unix:///tmp/t/node/containerd/containerd.sock",
             "podLogsDir: /tmp/t/node/pod-logs",
@@ -203,7 +266,59 @@ mod tests {
         assert!(containerd.contains(r#"root = "/tmp/t/node/containerd/root""#));
         assert!(containerd.contains(r#"conf_dir = "/tmp/t/node/cni""#));
         assert!(containerd.contains("restrict_oom_score_adj = true"));
-        let cni: serde_json::Value = serde_json::from_str(&cni_conflist(&paths)).unwrap();
+        let cni: serde_json::Value =
+            serde_json::from_str(&cni_conflist(&paths, Site { index: 0 })).unwrap();
         assert_eq!(cni["plugins"][0]["ipam"]["dataDir"], "/tmp/t/node/cni-ipam");
+    }
+
+    #[test]
+    fn each_site_has_its_own_name_bridge_subnet_cgroup_lock_and_namespace() {
+        let (first, second) = (Site { index: 0 }, Site { index: 1 });
+        assert_eq!(
+            (
+                first.node_name(),
+                first.bridge(),
+                first.pod_subnet(),
+                first.netns()
+            ),
+            (
+                "captf-node".to_owned(),
+                "captf0".to_owned(),
+                "10.88.0.0/24".to_owned(),
+                None
+            )
+        );
+        assert_eq!(
+            (
+                second.node_name(),
+                second.bridge(),
+                second.pod_subnet(),
+                second.netns()
+            ),
+            (
+                "captf-node1".to_owned(),
+                "captf1".to_owned(),
+                "10.89.0.0/24".to_owned(),
+                Some("captf-node1".to_owned())
+            )
+        );
+        // A sweep of one site's folders never matches the other's.
+        assert!(!second.folder_prefix().starts_with(&first.folder_prefix()));
+        assert!(!first.folder_prefix().starts_with(&second.folder_prefix()));
+        assert_ne!(first.lock_file(), second.lock_file());
+        assert_ne!(first.cgroup_root(), second.cgroup_root());
+        let kubelet = kubelet_yaml(
+            &NodePaths {
+                root: PathBuf::from("/tmp/n"),
+            },
+            second,
+            "10.90.1.2",
+        );
+        assert!(
+            kubelet.lines().any(|l| l == "cgroupRoot: /captf-node1"),
+            "{kubelet}"
+        );
+        let proxy = kube_proxy_yaml(Path::new("/tmp/k"), second);
+        assert!(proxy.contains("hostnameOverride: captf-node1\nclusterCIDR: 10.89.0.0/24"));
     }
 }

@@ -1,6 +1,6 @@
-//! The test environment's real node: started on first use beside the
-//! binary's control plane, stopped by the exit hook before the control
-//! plane.
+//! The test environment's real nodes: one started on first use beside each
+//! control plane (the binary's, and the second one a move test starts),
+//! stopped by the exit hook before the control planes.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -12,15 +12,15 @@ use super::Node;
 use super::runtime::Runtime;
 use crate::TestEnv;
 
-/// The node of this test process, for the exit hook.
-static NODE_RUNNING: Mutex<Option<Node>> = Mutex::new(None);
-/// How the one start went.
-static NODE_STARTED: OnceLock<Result<RealNode, String>> = OnceLock::new();
+/// The nodes of this test process, for the exit hook.
+static NODES_RUNNING: Mutex<Vec<Node>> = Mutex::new(Vec::new());
+/// How the one start of each control plane's node went.
+static NODES_STARTED: [OnceLock<Result<RealNode, String>>; 2] = [OnceLock::new(), OnceLock::new()];
 
 /// What a test needs of the running node.
 #[derive(Debug, Clone)]
 pub struct RealNode {
-    pub name: &'static str,
+    pub name: String,
     pub address: String,
     pub started_in: Duration,
     runtime: Runtime,
@@ -94,21 +94,20 @@ impl RealNode {
     }
 }
 
-/// Stops the node, if one runs (from the exit hook).
-pub(crate) fn stop_node() {
-    let node = NODE_RUNNING
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
-    if let Some(mut node) = node {
+/// Stops the nodes that run (from the exit hook), the first control
+/// plane's last: the last to stop puts the host's sysctls back.
+pub(crate) fn stop_nodes() {
+    let mut nodes = std::mem::take(&mut *NODES_RUNNING.lock().unwrap_or_else(|p| p.into_inner()));
+    nodes.sort_by_key(|n| std::cmp::Reverse(n.site.index));
+    for mut node in nodes {
         node.stop();
     }
 }
 
 impl TestEnv {
-    /// The real node beside this control plane (one per test process and
-    /// per host), started on first use: its pods run on a real kubelet and
-    /// container runtime, bound to it by the scheduler.
+    /// The real node beside this control plane (one per control plane, test
+    /// process and host), started on first use: its pods run on a real
+    /// kubelet and container runtime, bound to it by the scheduler.
     pub async fn real_node(&'static self) -> RealNode {
         match self.try_real_node().await {
             Ok(node) => node,
@@ -119,11 +118,13 @@ impl TestEnv {
     /// [`TestEnv::real_node`] for a program that reports the failure
     /// itself (the local demo).
     pub async fn try_real_node(&'static self) -> Result<RealNode, String> {
-        let started = tokio::task::spawn_blocking(move || {
-            NODE_STARTED.get_or_init(|| start_on_own_thread(self))
-        })
-        .await
-        .map_err(|e| format!("starting the real node panicked: {e}"))?;
+        let slot = NODES_STARTED
+            .get(self.index())
+            .ok_or_else(|| format!("no real node for control plane {}", self.index()))?;
+        let started =
+            tokio::task::spawn_blocking(move || slot.get_or_init(|| start_on_own_thread(self)))
+                .await
+                .map_err(|e| format!("starting the real node panicked: {e}"))?;
         started
             .clone()
             .map_err(|e| format!("real node unavailable: {e}"))
@@ -138,26 +139,30 @@ fn start_on_own_thread(env: &'static TestEnv) -> Result<RealNode, String> {
         .ok_or("a real node needs the local control plane (USE_EXISTING_CLUSTER is set)")?
         .to_path_buf();
     let client = env.client();
+    let site = super::config::Site { index: env.index() };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
-        .name("captf-node".to_owned())
+        .name(site.node_name())
         .spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("a runtime for the node");
             let result = rt
-                .block_on(Node::start(&kubeconfig, client))
+                .block_on(Node::start(site, &kubeconfig, client))
                 .and_then(|node| {
                     let handle = RealNode {
-                        name: super::config::NODE_NAME,
+                        name: site.node_name(),
                         address: node.address.clone(),
                         started_in: node.started_in,
                         runtime: node.runtime()?,
                         images: node.paths.images(),
                         logs: node.paths.logs(),
                     };
-                    *NODE_RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = Some(node);
+                    NODES_RUNNING
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(node);
                     Ok(handle)
                 });
             let _ = tx.send(result);

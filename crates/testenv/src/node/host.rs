@@ -1,18 +1,21 @@
 //! What a real node changes on the shared host, and putting it back: the
 //! sysctls the kubelet sets, the folders it makes outside its own, the
-//! processes of its pods (under the node's own cgroup root, `captf-node`), the iptables chains the kubelet, kube-proxy and the CNI
-//! plugins add, the CNI bridge, the pods' network namespaces and the mounts
-//! under the node's folder.
+//! processes of its pods (under the node's own cgroup root), the iptables
+//! chains the kubelet, kube-proxy and the CNI plugins add, the CNI bridge
+//! (or, for a node in a network namespace of its own, that namespace with
+//! all of them inside), the pods' network namespaces and the mounts under
+//! the node's folder.
 //!
 //! The sysctls as they were (and which of the kubelet's host folders were
 //! absent) are saved in a file beside the node's folders
 //! before anything starts, so a run that died is put back by the next one
 //! (`sweep`), whatever it left.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::config::{BRIDGE, CGROUP_ROOT};
+use super::config::Site;
 
 /// The sysctls the kubelet sets (`protectKernelDefaults: false`).
 pub const SYSCTLS: &[&str] = &[
@@ -24,7 +27,8 @@ pub const SYSCTLS: &[&str] = &[
 pub const KUBELET_HOST_DIRS: &[&str] =
     &["/var/lib/kubelet", "/var/log/containers", "/var/log/pods"];
 
-/// Where the host's values wait to be put back (one node per host).
+/// Where the host's values wait to be put back (shared by the host's
+/// nodes: the first to start saves them, the first to stop puts them back).
 pub fn saved_host_file() -> PathBuf {
     std::env::temp_dir().join("captf-node-host")
 }
@@ -69,22 +73,38 @@ pub fn restore_host() {
     let _ = std::fs::remove_file(file);
 }
 
-/// Everything a node (of this run or of one that died) left: its pods'
-/// processes, the processes started under `root`, the chains, the bridge,
-/// the pods' network namespaces, the mounts under `roots`, the node's
-/// cgroups; then the sysctls and the kubelet's host folders.
-pub fn sweep(roots: &[&Path]) {
-    kill_cgroup_processes();
+/// Everything a node of `site` (of this run or of one that died) left: its
+/// pods' processes, the processes started under `roots`, its network (the
+/// chains and the bridge, or its own network namespace), its pods' network
+/// namespaces, the mounts under `roots`, the node's cgroups; then the
+/// sysctls and the kubelet's host folders.
+pub fn sweep(site: Site, roots: &[&Path]) {
+    kill_cgroup_processes(site);
     for root in roots {
         kill_processes_naming(root);
     }
-    remove_chains();
-    let _ = Command::new("ip").args(["link", "delete", BRIDGE]).output();
-    remove_pod_netns();
+    match site.netns() {
+        // Its chains, bridge and veth end go with the namespace.
+        Some(netns) => {
+            let _ = Command::new("ip")
+                .args(["netns", "delete", &netns])
+                .output();
+            let _ = Command::new("ip")
+                .args(["link", "delete", &site.veth().host])
+                .output();
+        }
+        None => {
+            remove_chains();
+            let _ = Command::new("ip")
+                .args(["link", "delete", &site.bridge()])
+                .output();
+        }
+    }
+    remove_idle_pod_netns();
     for root in roots {
         unmount_under(root);
     }
-    remove_cgroup_root();
+    remove_cgroup_root(site);
     restore_host();
 }
 
@@ -106,19 +126,19 @@ fn mounted_hierarchies() -> Vec<PathBuf> {
 }
 
 /// The hierarchies that hold the node's cgroup root.
-fn hierarchies() -> Vec<PathBuf> {
+fn hierarchies(site: Site) -> Vec<PathBuf> {
     mounted_hierarchies()
         .into_iter()
-        .filter(|p| p.join(CGROUP_ROOT).is_dir())
+        .filter(|p| p.join(site.cgroup_root()).is_dir())
         .collect()
 }
 
 /// Makes the node's cgroup root in every hierarchy before the kubelet
 /// starts (it refuses a root that is not there); a new cpuset gets its
 /// parent's CPUs and memory nodes, or no process could join it.
-pub fn make_cgroup_root() -> std::io::Result<()> {
+pub fn make_cgroup_root(site: Site) -> std::io::Result<()> {
     for h in mounted_hierarchies() {
-        let dir = h.join(CGROUP_ROOT);
+        let dir = h.join(site.cgroup_root());
         std::fs::create_dir_all(&dir)?;
         for file in ["cpuset.cpus", "cpuset.mems"] {
             if let Ok(value) = std::fs::read_to_string(h.join(file)) {
@@ -144,9 +164,9 @@ fn dirs_deepest_first(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn kill_cgroup_processes() {
-    for h in hierarchies() {
-        for dir in dirs_deepest_first(&h.join(CGROUP_ROOT)) {
+fn kill_cgroup_processes(site: Site) {
+    for h in hierarchies(site) {
+        for dir in dirs_deepest_first(&h.join(site.cgroup_root())) {
             let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
             for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
                 let _ = nix::sys::signal::kill(
@@ -158,9 +178,9 @@ fn kill_cgroup_processes() {
     }
 }
 
-fn remove_cgroup_root() {
-    for h in hierarchies() {
-        for dir in dirs_deepest_first(&h.join(CGROUP_ROOT)) {
+fn remove_cgroup_root(site: Site) {
+    for h in hierarchies(site) {
+        for dir in dirs_deepest_first(&h.join(site.cgroup_root())) {
             let _ = std::fs::remove_dir(dir);
         }
     }
@@ -252,18 +272,40 @@ pub fn without_node_chains(saved: &str) -> String {
 }
 
 /// The pods' network namespaces containerd 1.6 keeps under
-/// `/var/run/netns/cni-*`.
-fn remove_pod_netns() {
+/// `/var/run/netns/cni-*` that no process is in any more: those of the
+/// swept node's pods, whose processes are gone, and never those of another
+/// node's running pods.
+fn remove_idle_pod_netns() {
     let dir = Path::new("/var/run/netns");
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
+    let in_use = netns_in_use();
     for e in entries.flatten() {
-        if e.file_name().to_string_lossy().starts_with("cni-") {
+        if !e.file_name().to_string_lossy().starts_with("cni-") {
+            continue;
+        }
+        let busy = std::fs::metadata(e.path())
+            .map(|m| in_use.contains(&(m.dev(), m.ino())))
+            .unwrap_or(false);
+        if !busy {
             let _ = nix::mount::umount2(&e.path(), nix::mount::MntFlags::MNT_DETACH);
             let _ = std::fs::remove_file(e.path());
         }
     }
+}
+
+/// The network namespaces (device and inode) the host's processes are in.
+fn netns_in_use() -> std::collections::HashSet<(u64, u64)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| std::fs::metadata(e.path().join("ns/net")).ok())
+        .map(|m| (m.dev(), m.ino()))
+        .collect()
 }
 
 /// Unmounts everything mounted under `root`, deepest first.

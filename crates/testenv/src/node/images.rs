@@ -172,9 +172,9 @@ fn cached_name(key: &str) -> String {
     format!("captf.test/cache:{key}")
 }
 
-/// What the node's runtime already holds, by content key: the digest.
-/// One node per process, so one map.
-static IMPORTED: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+/// What each node's runtime already holds, by its socket and the content
+/// key: the digest.
+static IMPORTED: Mutex<BTreeMap<(PathBuf, String), String>> = Mutex::new(BTreeMap::new());
 
 /// Puts `spec` in the node's runtime as `reference` and as
 /// `<repository>@<digest>` (so the kubelet reports an `imageID` with a
@@ -188,12 +188,13 @@ pub fn import(
 ) -> Result<String, String> {
     let key = content_key(spec)?;
     let mut imported = IMPORTED.lock().unwrap_or_else(|p| p.into_inner());
-    let digest = match imported.get(&key) {
+    let held = (runtime.socket.clone(), key.clone());
+    let digest = match imported.get(&held) {
         Some(digest) => digest.clone(),
         None => {
             let (archive, digest) = packed(spec, &key, work)?;
             runtime.import_archive(&archive)?;
-            imported.insert(key.clone(), digest.clone());
+            imported.insert(held, digest.clone());
             digest
         }
     };

@@ -6,17 +6,21 @@
 //! without a node never runs it). Settings and pitfalls: `config.rs`; what
 //! it changes on the host and how that is put back: `host.rs`.
 //!
-//! One node per host: the kubelet's ports and the iptables chains are the
-//! host's (its pods' cgroups are under a root of its own, `captf-node`). A run that died is swept by the next.
+//! One node per site (`config::Site`) per host: the first control plane's
+//! node uses the host's ports and iptables chains; a further control
+//! plane's node runs in a network namespace of its own (`netns.rs`). Each
+//! keeps its pods' cgroups under a root of its own. A run that died is swept
+//! by the next.
 
 pub mod config;
 mod env;
 pub mod host;
 pub mod images;
+mod netns;
 pub mod runtime;
 
 pub use env::RealNode;
-pub(crate) use env::stop_node;
+pub(crate) use env::stop_nodes;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -26,22 +30,21 @@ use kube::api::Api;
 
 use crate::assets;
 use crate::process::Process;
-use config::{NODE_NAME, NodePaths};
+use config::{NodePaths, Site};
 
-/// Every node folder starts with this, so a sweep finds those of runs that
-/// died.
-const FOLDER_PREFIX: &str = "captf-node-";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// A running node.
 #[derive(Debug)]
 pub struct Node {
-    /// The host-wide lock of the one node a host runs, held for the node's
-    /// life (the kernel lets it go if the process dies).
+    /// The host-wide lock of the one node a host runs at this site, held
+    /// for the node's life (the kernel lets it go if the process dies).
     _host_lock: nix::fcntl::Flock<std::fs::File>,
+    pub site: Site,
     pub paths: NodePaths,
-    /// The host address the kubelet serves on and reports.
+    /// The address the kubelet serves on and reports: the host's, or the
+    /// node's end of the veth pair.
     pub address: String,
     /// Started order: containerd, kubelet, kube-proxy, scheduler, node
     /// lifecycle controller.
@@ -59,21 +62,25 @@ fn write(path: PathBuf, text: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// The folders of nodes whose runs died (no process of this run has them).
-fn earlier_folders() -> Vec<PathBuf> {
+/// The folders of `site`'s nodes whose runs died (no process of this run
+/// has them).
+fn earlier_folders(site: Site) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return Vec::new();
     };
+    let prefix = site.folder_prefix();
     entries
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(FOLDER_PREFIX))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
         .map(|e| e.path())
+        .filter(|p| p.is_dir())
         .collect()
 }
 
-/// Takes the host's node lock, waiting for another test process's node.
-fn lock_host() -> Result<nix::fcntl::Flock<std::fs::File>, String> {
-    let path = std::env::temp_dir().join("captf-node.lock");
+/// Takes the host's lock of `site`, waiting for another test process's
+/// node there.
+fn lock_host(site: Site) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
+    let path = site.lock_file();
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -84,51 +91,66 @@ fn lock_host() -> Result<nix::fcntl::Flock<std::fs::File>, String> {
         .map_err(|(_, e)| format!("locking {}: {e}", path.display()))
 }
 
-fn sweep_earlier_runs() {
-    let earlier = earlier_folders();
+fn sweep_earlier_runs(site: Site) {
+    let earlier = earlier_folders(site);
     let roots: Vec<&Path> = earlier.iter().map(PathBuf::as_path).collect();
-    host::sweep(&roots);
+    host::sweep(site, &roots);
     for dir in &earlier {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
 
 impl Node {
-    /// Starts a node registered with the control plane of `kubeconfig` and
-    /// waits until it is Ready. Must run on a thread that outlives the node
-    /// (see [`Process::start`]).
-    pub async fn start(kubeconfig: &Path, client: kube::Client) -> Result<Node, String> {
-        let host_lock = tokio::task::spawn_blocking(lock_host)
+    /// Starts the node of `site` registered with the control plane of
+    /// `kubeconfig` and waits until it is Ready. Must run on a thread that
+    /// outlives the node (see [`Process::start`]).
+    pub async fn start(
+        site: Site,
+        kubeconfig: &Path,
+        client: kube::Client,
+    ) -> Result<Node, String> {
+        let host_lock = tokio::task::spawn_blocking(move || lock_host(site))
             .await
             .map_err(|e| e.to_string())??;
         let began = Instant::now();
-        // With the lock held, any node folder left is a dead run's.
-        sweep_earlier_runs();
+        // With the lock held, any folder of this site is a dead run's.
+        sweep_earlier_runs(site);
         host::save_host().map_err(|e| format!("saving the host's sysctls: {e}"))?;
-        host::make_cgroup_root().map_err(|e| format!("making the node's cgroup root: {e}"))?;
+        host::make_cgroup_root(site).map_err(|e| format!("making the node's cgroup root: {e}"))?;
         let root = tempfile::Builder::new()
-            .prefix(FOLDER_PREFIX)
+            .prefix(&site.folder_prefix())
             .tempdir()
             .map_err(|e| format!("creating the node's folder: {e}"))?
             .keep();
-        let paths = NodePaths { root };
-        let address = crate::control_plane::host_address()
+        let host_address = crate::control_plane::host_address()
             .ok_or("the host has no address on a default route for the kubelet")?
             .to_string();
         let mut node = Node {
             _host_lock: host_lock,
-            paths,
-            address,
+            site,
+            paths: NodePaths { root },
+            address: host_address.clone(),
             processes: Vec::new(),
             started_in: Duration::ZERO,
             stopped: false,
         };
+        let kubeconfig = match site.netns() {
+            None => kubeconfig.to_path_buf(),
+            Some(_) => {
+                node.address = netns::create(site)?;
+                let text = std::fs::read_to_string(kubeconfig)
+                    .map_err(|e| format!("reading {}: {e}", kubeconfig.display()))?;
+                let text = netns::kubeconfig_for_namespace(&text, &host_address);
+                write(node.paths.root.join("kubeconfig"), &text)?
+            }
+        };
         node.start_runtime()?;
-        node.start_agents(kubeconfig)?;
+        node.start_agents(&kubeconfig)?;
         node.wait_ready(client).await?;
         node.started_in = began.elapsed();
         eprintln!(
-            "[testenv] real node {NODE_NAME} Ready in {:.1} s",
+            "[testenv] real node {} Ready in {:.1} s",
+            site.node_name(),
             node.started_in.as_secs_f64()
         );
         Ok(node)
@@ -158,6 +180,27 @@ impl Node {
         Ok(())
     }
 
+    /// [`Node::start_process`] inside the node's network namespace, if it
+    /// has one (`nsenter` enters it and execs the binary, so the process is
+    /// the binary itself).
+    fn start_networked(
+        &mut self,
+        name: &str,
+        binary: &Path,
+        args: &[String],
+    ) -> Result<(), String> {
+        let Some(netns) = self.site.netns() else {
+            return self.start_process(name, binary, args);
+        };
+        let mut all = vec![
+            format!("--net={}", netns::path(&netns).display()),
+            "--".to_owned(),
+            binary.display().to_string(),
+        ];
+        all.extend_from_slice(args);
+        self.start_process(name, &Self::tool("nsenter")?, &all)
+    }
+
     /// containerd, up with the base images.
     fn start_runtime(&mut self) -> Result<(), String> {
         let cni_bin = PathBuf::from("/usr/lib/cni");
@@ -168,10 +211,10 @@ impl Node {
         let conf = write(self.paths.containerd_dir().join("config.toml"), &toml)?;
         write(
             self.paths.cni_conf_dir().join("10-captf.conflist"),
-            &config::cni_conflist(&self.paths),
+            &config::cni_conflist(&self.paths, self.site),
         )?;
         let containerd = Self::tool("containerd")?;
-        self.start_process(
+        self.start_networked(
             "containerd",
             &containerd,
             &["--config".to_owned(), conf.display().to_string()],
@@ -193,23 +236,23 @@ impl Node {
         let kubeconfig = kubeconfig.display().to_string();
         let kubelet_conf = write(
             self.paths.root.join("kubelet.yaml"),
-            &config::kubelet_yaml(&self.paths, &self.address),
+            &config::kubelet_yaml(&self.paths, self.site, &self.address),
         )?;
         let kubelet_args = vec![
             format!("--config={}", kubelet_conf.display()),
             format!("--kubeconfig={kubeconfig}"),
             format!("--root-dir={}", self.paths.kubelet_dir().display()),
-            format!("--hostname-override={NODE_NAME}"),
+            format!("--hostname-override={}", self.site.node_name()),
             format!("--node-ip={}", self.address),
             "--v=1".to_owned(),
         ];
-        self.start_process("kubelet", &Self::binary("kubelet")?, &kubelet_args)?;
+        self.start_networked("kubelet", &Self::binary("kubelet")?, &kubelet_args)?;
         let proxy_conf = write(
             self.paths.root.join("kube-proxy.yaml"),
-            &config::kube_proxy_yaml(Path::new(&kubeconfig)),
+            &config::kube_proxy_yaml(Path::new(&kubeconfig), self.site),
         )?;
         let proxy_args = vec![format!("--config={}", proxy_conf.display())];
-        self.start_process("kube-proxy", &Self::binary("kube-proxy")?, &proxy_args)?;
+        self.start_networked("kube-proxy", &Self::binary("kube-proxy")?, &proxy_args)?;
         let scheduler_args = vec![
             format!("--kubeconfig={kubeconfig}"),
             format!("--authentication-kubeconfig={kubeconfig}"),
@@ -240,9 +283,10 @@ impl Node {
     /// Until the Node reports Ready and carries no `not-ready` taint.
     async fn wait_ready(&mut self, client: kube::Client) -> Result<(), String> {
         let nodes: Api<KubeNode> = Api::all(client);
+        let name = self.site.node_name();
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
-            if let Some(n) = nodes.get_opt(NODE_NAME).await.map_err(|e| e.to_string())?
+            if let Some(n) = nodes.get_opt(&name).await.map_err(|e| e.to_string())?
                 && schedulable(&n)
             {
                 return Ok(());
@@ -255,10 +299,7 @@ impl Node {
                 return Err(format!("{} exited:\n{}", p.name, p.log_tail(30)));
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "node {NODE_NAME} not Ready in time:\n{}",
-                    self.logs(30)
-                ));
+                return Err(format!("node {name} not Ready in time:\n{}", self.logs(30)));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -281,7 +322,7 @@ impl Node {
         while let Some(mut p) = self.processes.pop() {
             p.stop(STOP_GRACE);
         }
-        host::sweep(&[self.paths.root.as_path()]);
+        host::sweep(self.site, &[self.paths.root.as_path()]);
         let _ = std::fs::remove_dir_all(&self.paths.root);
     }
 }

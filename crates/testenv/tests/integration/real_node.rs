@@ -52,6 +52,38 @@ fn job_like_pod() -> Pod {
 #[tokio::test]
 async fn a_pod_runs_on_the_real_kubelet_with_its_security_context_enforced() {
     let env = TestEnv::get().await;
+    let pod = runs_a_job_like_pod(env).await;
+    // The first node is the host's: its pods are on the first subnet.
+    assert!(pod_ip(&pod).starts_with("10.88.0."), "{}", pod_ip(&pod));
+}
+
+/// A second control plane (as a move test starts) gets a node of its own,
+/// in a network namespace of its own, while the first one's keeps running:
+/// its pod runs the same way and reaches its own apiserver.
+#[tokio::test]
+async fn a_second_control_planes_pod_runs_on_its_own_node_beside_the_first() {
+    let first = TestEnv::get().await;
+    let first_node = first.real_node().await;
+    let second = TestEnv::second().await;
+    let pod = runs_a_job_like_pod(second).await;
+    let second_node = second.real_node().await;
+    assert_ne!(second_node.name, first_node.name);
+    assert!(pod_ip(&pod).starts_with("10.89.0."), "{}", pod_ip(&pod));
+    // The first node still runs pods of its own.
+    let again = runs_a_job_like_pod(first).await;
+    assert!(pod_ip(&again).starts_with("10.88.0."), "{}", pod_ip(&again));
+}
+
+fn pod_ip(pod: &Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default()
+}
+
+/// Runs the Job-like pod in a namespace of `env` on `env`'s real node and
+/// checks what it saw of itself; returns the finished pod.
+async fn runs_a_job_like_pod(env: &'static TestEnv) -> Pod {
     let node = env.real_node().await;
     eprintln!("node started in {:.1} s", node.started_in.as_secs_f64());
     let ns = env.namespace().await;
@@ -79,15 +111,15 @@ async fn a_pod_runs_on_the_real_kubelet_with_its_security_context_enforced() {
             );
         }
     };
-    let spec = pod.spec.unwrap();
+    let spec = pod.spec.as_ref().unwrap();
     assert_eq!(
         spec.node_name.as_deref(),
-        Some(node.name),
+        Some(node.name.as_str()),
         "bound by the scheduler"
     );
-    let status = pod.status.unwrap();
+    let status = pod.status.as_ref().unwrap();
     assert_eq!(status.phase.as_deref(), Some("Succeeded"));
-    let container = &status.container_statuses.unwrap()[0];
+    let container = &status.container_statuses.as_ref().unwrap()[0];
     let report = container
         .state
         .as_ref()
@@ -107,10 +139,15 @@ async fn a_pod_runs_on_the_real_kubelet_with_its_security_context_enforced() {
     // the apiserver, so the pod only connects).
     let slices: Api<EndpointSlice> = Api::namespaced(env.client(), "default");
     let slice = slices.get("kubernetes").await.unwrap();
-    let addresses: Vec<&String> = slice.endpoints.iter().flat_map(|e| &e.addresses).collect();
+    let addresses: Vec<String> = slice
+        .endpoints
+        .iter()
+        .flat_map(|e| e.addresses.clone())
+        .collect();
+    let host = captf_testenv::control_plane::host_address().unwrap();
     assert_eq!(
         addresses,
-        [&node.address],
+        [host.to_string()],
         "the apiserver's advertised address"
     );
     // Imported with its digest: the runtime reports it as a pull would.
@@ -119,4 +156,5 @@ async fn a_pod_runs_on_the_real_kubelet_with_its_security_context_enforced() {
         "{}",
         container.image_id
     );
+    pod
 }

@@ -42,7 +42,6 @@ pub async fn create(api: &Api<DynamicObject>, obj: Value) {
 pub struct Images {
     pub manager: ImageSpec,
     pub modules: Vec<(String, ImageSpec)>,
-    tmp: std::path::PathBuf,
 }
 
 pub fn images(ns: &TestNamespace, tmp: &std::path::Path) -> Images {
@@ -57,15 +56,13 @@ pub fn images(ns: &TestNamespace, tmp: &std::path::Path) -> Images {
                 )
             })
             .collect(),
-        tmp: tmp.to_path_buf(),
     }
 }
 
 /// Everything one management cluster runs for the test's namespace: Cluster
 /// API, our webhooks, the images where its pods run, the runner role, the
-/// provider inventory and our controllers. The binary's cluster runs its
-/// pods on the real node; the second one, which no kubelet can join while
-/// the host has one node, on the local executor.
+/// provider inventory and our controllers. Each cluster runs its pods on a
+/// real node of its own.
 pub async fn management_cluster(
     env: &'static TestEnv,
     ns: &TestNamespace,
@@ -73,23 +70,9 @@ pub async fn management_cluster(
 ) -> Manager {
     env.cluster_api().await;
     serve_our_webhooks(env).await;
-    if env.index() == 0 {
-        insert_manager(env, ns.name()).await;
-        for (reference, image) in &images.modules {
-            insert_module(env, reference, image.clone()).await;
-        }
-    } else {
-        use captf_testenv::executor::LocalImage;
-        let executor = env.executor();
-        let manager = LocalImage::unpacked(&images.manager, &images.tmp.join("second-manager"));
-        executor.insert(manager_ref(ns.name()), manager.unwrap());
-        for (i, (reference, image)) in images.modules.iter().enumerate() {
-            let dir = images.tmp.join(format!("second-module-{i}"));
-            let image = LocalImage::unpacked(image, &dir).unwrap();
-            for name in image.references(reference) {
-                executor.insert(name, image.clone());
-            }
-        }
+    insert_manager(env, ns.name()).await;
+    for (reference, image) in &images.modules {
+        insert_module(env, reference, image.clone()).await;
     }
     install_runner_role(&ns.client()).await;
     inventory(&ns.client()).await;
