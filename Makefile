@@ -28,7 +28,7 @@ STATIC_DIR := $(TARGET_DIR)/$(STATIC_TARGET)/release
 # API and kustomize, and prints where they are as shell assignments.
 ASSETS := set -a && eval "$$(bash hack/test-assets.sh)" && set +a
 
-.PHONY: demo demo-keep demo-install test images release
+.PHONY: demo demo-keep demo-install bench test images release
 
 # The runner and the manager static: the manager image the real node runs
 # has no libc.
@@ -58,6 +58,15 @@ demo-install:
 	$(TARGET_DIR)/debug/captf-demo --bin-dir $(TARGET_DIR)/$(STATIC_TARGET)/debug \
 	  --install $(DEMO_RELEASE)/infrastructure-components.yaml \
 	  --manager-image $(DEMO_RELEASE)/images/captf-manager $(DEMO_ARGS)
+
+# The benchmark (docs/performance.md): release builds, the runner and the
+# manager static for the image its Jobs run on the real node.
+bench:
+	$(ASSETS) && \
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --locked \
+	  --target $(STATIC_TARGET) -p captf-manager --bin manager -p captf-runner --bin runner && \
+	$(CARGO) build --release --locked -p captf-bench && \
+	$(TARGET_DIR)/release/captf-bench --bin-dir $(STATIC_DIR) $(BENCH_ARGS)
 
 test:
 	bash .ci/run

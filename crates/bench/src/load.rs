@@ -17,6 +17,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const OWNER_NAME: &str = "captf.infrastructure.cluster.x-k8s.io/owner-name";
 const OP: &str = "captf.infrastructure.cluster.x-k8s.io/op";
 
+/// What each bench Job's pod asks of the real node: a noop module needs a
+/// fraction of the built-in 250m CPU and 2Gi memory, which would let a
+/// two-core node run only eight pods at a time.
+fn job_policy() -> Value {
+    json!({"resources": {
+        "requests": {"cpu": "10m", "memory": "64Mi"},
+        "limits": {"memory": "512Mi"}
+    }})
+}
+
 /// Which namespace and cluster each pool lives in.
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -121,7 +131,7 @@ pub async fn create_clusters(client: &kube::Client, layout: &Layout) -> Result<(
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
             "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": name},
                 "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": name, "uid": uid}]},
-            "spec": {"source": {"image": "local.demo/noop-cluster:dev"}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
+            "spec": {"source": {"image": "local.demo/noop-cluster:dev"}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}, "jobs": job_policy()},
         }))
         .await?;
     }
@@ -183,7 +193,7 @@ async fn create_pool(
         "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster},
             "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": name, "uid": uid}]},
         "spec": {"source": {"image": "local.demo/noop-machinepool:dev"}, "identityRef": {"kind": "Secret", "name": "creds"},
-            "membershipRefreshIntervalSeconds": refresh.as_secs().clamp(15, 86400)},
+            "membershipRefreshIntervalSeconds": refresh.as_secs().clamp(15, 86400), "jobs": job_policy()},
     }))
     .await?;
     Ok(())

@@ -24,7 +24,6 @@ pub mod binaries;
 pub mod capi;
 pub mod control_plane;
 pub mod crds;
-pub mod executor;
 pub mod gate;
 pub mod node;
 pub mod nodes;
@@ -96,8 +95,6 @@ pub struct TestEnv {
     /// 0 for the binary's cluster ([`TestEnv::get`]), 1 for the second
     /// ([`TestEnv::second`]).
     index: usize,
-    /// The local Job executor, started on first use.
-    executor: OnceLock<executor::ImageMap>,
     /// Whether Cluster API's managers started (once).
     cluster_api: OnceLock<Result<(), String>>,
     /// Their logs, for a failing test.
@@ -110,8 +107,7 @@ static SECOND: OnceLock<Result<TestEnv, String>> = OnceLock::new();
 static RUNNING: Mutex<Vec<ControlPlane>> = Mutex::new(Vec::new());
 /// The Cluster API managers, for the exit hook.
 static CAPI_RUNNING: Mutex<Vec<process::Process>> = Mutex::new(Vec::new());
-/// Set when the exit hook starts: the node agents and executors, which
-/// outlive the control plane on threads of their own, then stop reporting
+/// Set when the exit hook starts: the node agents, which outlive the control plane on threads of their own, then stop reporting
 /// the connection errors of a control plane that is going away.
 static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -119,9 +115,6 @@ static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 pub(crate) fn stopping() -> bool {
     STOPPING.load(std::sync::atomic::Ordering::SeqCst)
 }
-
-/// The local executors' work folders, removed by the exit hook.
-static EXECUTOR_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 fn use_existing_cluster() -> bool {
     std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
@@ -226,68 +219,6 @@ impl TestEnv {
                 .collect(),
             Cluster::Existing => String::new(),
         }
-    }
-
-    /// The local Job executor of this test binary, started on first use. It
-    /// runs the pods of CAPTF Jobs (`captf.io/managed=true`); register the
-    /// images they use with [`executor::ImageMap::insert`].
-    pub fn executor(&'static self) -> &'static executor::ImageMap {
-        self.executor.get_or_init(|| {
-            let images = executor::ImageMap::default();
-            register_exit_hook();
-            self.spawn_executor(images.clone(), executor::DEFAULT_SELECTOR, "");
-            images
-        })
-    }
-
-    /// Runs the pods matching `selector` too (say, the provider's own
-    /// Deployment), on the same node and with the same images as the Job
-    /// pods of [`TestEnv::executor`]. Call once per selector.
-    pub fn run_pods(&'static self, selector: &str) -> &'static executor::ImageMap {
-        let images = self.executor();
-        let suffix = format!(
-            "-{}",
-            selector.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
-        );
-        self.spawn_executor(images.clone(), selector, &suffix);
-        images
-    }
-
-    /// An executor of the pods matching `selector` on a thread of its own,
-    /// its work folder removed by the exit hook.
-    fn spawn_executor(&'static self, images: executor::ImageMap, selector: &str, suffix: &str) {
-        let url = self.config.cluster_url.clone();
-        let node = executor::Node {
-            name: executor::NODE_NAME.to_owned(),
-            api_host: url.host().unwrap_or("127.0.0.1").to_owned(),
-            api_port: url.port_u16().unwrap_or(443),
-            work_dir: std::env::temp_dir().join(format!(
-                "captf-executor-{}-{}{suffix}",
-                std::process::id(),
-                self.index
-            )),
-        };
-        EXECUTOR_DIRS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(node.work_dir.clone());
-        let (config, selector) = (self.config.clone(), selector.to_owned());
-        std::thread::Builder::new()
-            .name("captf-local-executor".to_owned())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a runtime for the local executor");
-                rt.block_on(async move {
-                    let client =
-                        kube::Client::try_from(config).expect("client from a valid config");
-                    if let Err(e) = executor::run(client, images, node, &selector).await {
-                        eprintln!("[local-executor] stopped: {e}");
-                    }
-                });
-            })
-            .expect("spawning the local executor thread");
     }
 
     /// Cluster API's controllers (see [`capi`]) and the node agent (see
@@ -662,7 +593,6 @@ impl TestEnv {
             config,
             cluster,
             index,
-            executor: OnceLock::new(),
             cluster_api: OnceLock::new(),
             capi_logs: Mutex::new(Vec::new()),
         }
@@ -727,10 +657,5 @@ extern "C" fn stop_at_exit() {
     for mut cp in running {
         cp.stop();
         let _ = std::fs::remove_dir_all(&cp.root);
-    }
-    let executor_dirs =
-        std::mem::take(&mut *EXECUTOR_DIRS.lock().unwrap_or_else(|p| p.into_inner()));
-    for dir in executor_dirs {
-        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -1,5 +1,6 @@
-//! The node agent: what the kubelets of a workload cluster's machines would
-//! do, for a test cluster that has none. The workload clusters of the tests
+//! A stand-in, the harness's only one: the node agent does what the kubelets
+//! of a workload cluster's machines would do, for a test cluster that has
+//! none (there is no cloud here to boot the machines). The workload clusters of the tests
 //! are the test control plane itself (their `<cluster>-kubeconfig` Secrets
 //! point at it), so when a TerraformMachinePool or TerraformMachine reports a
 //! provider ID, the agent registers a Ready `Node` with that provider ID, and
