@@ -11,6 +11,8 @@ pub struct Variable<'a> {
     pub type_src: Option<String>,
     pub default: Option<&'a Expr>,
     pub sensitive: bool,
+    /// Terraform's `nullable`: true unless the block says `nullable = false`.
+    pub nullable: bool,
     pub loc: &'a Loc,
 }
 
@@ -27,6 +29,10 @@ pub fn variables(blocks: &[Block]) -> Vec<Variable<'_>> {
                     .body
                     .attr("sensitive")
                     .is_some_and(|a| a.expr.constant() == Some(Const::Bool(true))),
+                nullable: b
+                    .body
+                    .attr("nullable")
+                    .is_none_or(|a| a.expr.constant() != Some(Const::Bool(false))),
                 loc: &b.loc,
             })
         })
