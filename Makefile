@@ -5,9 +5,11 @@
 #   make demo-install the demo with the provider installed from its release:
 #                    components applied, the manager pod run from its image
 #   make test        build the test assets (once) and run every test, as CI does
-#   make images      the manager and no-op module images as OCI layouts in out/images
+#   make images      the manager image and the module images (noop and oci, each
+#                    role) as OCI layouts in out/images
 #   make release     out/: infrastructure-components.yaml, metadata.yaml, the
-#                    cluster templates, tfcapi-lint, and the images
+#                    cluster templates, tfcapi-lint, and the images (listed with
+#                    their digests in out/images/IMAGES)
 
 CARGO      ?= cargo
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -18,7 +20,13 @@ OUT        ?= out
 VERSION    ?= 0.1.0
 REGISTRY   ?= ghcr.io/captf-io
 MANAGER_IMAGE ?= $(REGISTRY)/captf-manager:v$(VERSION)
-MODULE_IMAGE_PREFIX ?= $(REGISTRY)/module-images/noop
+# Module images are <MODULE_REGISTRY>/<cloud>-<role>:v$(VERSION)-<runtime>.
+MODULE_REGISTRY ?= $(REGISTRY)
+MODULE_IMAGES := noop-cluster noop-machine noop-machinepool oci-cluster oci-machine oci-machinepool
+# The one lint warning the pool modules allow, each README says why.
+POOL_LINT_ALLOW := pool/autoscaling-ignore-changes
+# The CA bundle the OCI images' provider trusts: Debian's ca-certificates.
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null)
 # Binaries in the images must need no libc of the image: glibc, linked in.
 STATIC_TARGET := x86_64-unknown-linux-gnu
@@ -75,15 +83,29 @@ images:
 	$(ASSETS) && \
 	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --locked \
 	  --target $(STATIC_TARGET) -p captf-manager --bin manager -p captf-runner --bin runner && \
-	$(CARGO) build --release --locked -p captf-images && \
+	$(CARGO) build --release --locked -p captf-images -p captf-lint && \
 	mkdir -p $(OUT)/images && \
-	$(TARGET_DIR)/release/captf-images manager --manager $(STATIC_DIR)/manager --runner $(STATIC_DIR)/runner \
-	  --out $(OUT)/images/captf-manager --reference $(MANAGER_IMAGE) --version v$(VERSION) --revision "$(REVISION)" && \
-	for role in cluster machine machinepool; do \
-	  $(TARGET_DIR)/release/captf-images module --role $$role --module modules/noop/$$role \
-	    --runtime "$$TOFU" --runtime-version "$$($$TOFU version -json | sed -n 's/.*"terraform_version": *"\([^"]*\)".*/\1/p')" \
-	    --out $(OUT)/images/noop-$$role --reference $(MODULE_IMAGE_PREFIX)-$$role:v$(VERSION) \
-	    --version v$(VERSION) --revision "$(REVISION)" || exit 1; \
+	written=$$($(TARGET_DIR)/release/captf-images manager --manager $(STATIC_DIR)/manager --runner $(STATIC_DIR)/runner \
+	  --out $(OUT)/images/captf-manager --reference $(MANAGER_IMAGE) --version v$(VERSION) --revision "$(REVISION)") && \
+	echo "$$written" && echo "$$written" | awk '{print $$1 "@" $$2}' >$(OUT)/images/IMAGES && \
+	{ test -f "$(CA_BUNDLE)" || { echo "error: no CA bundle at $(CA_BUNDLE) (Debian: apt-get install ca-certificates)" >&2; exit 1; }; } && \
+	tofu_version="$$($$TOFU version -json | sed -n 's/.*"terraform_version": *"\([^"]*\)".*/\1/p')" && \
+	for image in $(MODULE_IMAGES); do \
+	  cloud=$${image%%-*}; role=$${image#*-}; \
+	  $(TARGET_DIR)/release/tfcapi-lint schema modules/$$cloud/$$role --role $$role >$(OUT)/images/$$image.schema.json || exit 1; \
+	  extras=""; \
+	  if [ "$$cloud" = oci ]; then \
+	    extras="--providers $$OCI_PROVIDER_MIRROR --provider-sums $$OCI_PROVIDER_SUMS --ca-bundle $(CA_BUNDLE)"; \
+	  fi; \
+	  written=$$($(TARGET_DIR)/release/captf-images module --role $$role --module modules/$$cloud/$$role --name $$image \
+	    --runtime "$$TOFU" --runtime-version "$$tofu_version" $$extras \
+	    --variables-schema $(OUT)/images/$$image.schema.json \
+	    --out $(OUT)/images/$$image --reference $(MODULE_REGISTRY)/$$image:v$(VERSION)-opentofu \
+	    --version v$(VERSION)-opentofu --revision "$(REVISION)") || exit 1; \
+	  echo "$$written"; echo "$$written" | awk '{print $$1 "@" $$2}' >>$(OUT)/images/IMAGES; \
+	  allow=""; \
+	  if [ "$$role" = machinepool ]; then allow="--allow-warning $(POOL_LINT_ALLOW)"; fi; \
+	  $(TARGET_DIR)/release/tfcapi-lint image oci:$(OUT)/images/$$image --role $$role --strict $$allow || exit 1; \
 	done
 
 release: images

@@ -7,7 +7,7 @@
 #   kustomize                                      -> $CACHE/kustomize-v<kustomize>/
 #   cert-manager's Certificate and Issuer CRDs     -> $CACHE/cert-manager-v<cm>/crd/
 #   mdbook (from crates.io)                        -> $CACHE/mdbook-v<mdbook>/bin/
-#   the oracle/oci provider, a filesystem mirror   -> $CACHE/oci-provider-v<oci>/mirror/
+#   the oracle/oci provider, a filesystem mirror   -> $CACHE/oci-provider-v<oci>/mirror/ (and its SHA256SUMS)
 #     (not built: unpacked with zstd from the build in ../shared/providers/oci,
 #     or OCI_PROVIDER_DIST, with both sha256 sums of its SHA256SUMS checked)
 # Does nothing for an asset that is already there. Honours KUBEBUILDER_ASSETS
@@ -320,6 +320,8 @@ install_oci_provider() {
   got=$(sha256sum "$tmp/$oci_rel" | cut -d' ' -f1)
   [ "$got" = "$want" ] || { rm -rf "$tmp"; die "the unpacked $oci_binary has sha256 $got, SHA256SUMS says $want"; }
   chmod 0755 "$tmp/$oci_rel"
+  # The module images check the mirror against these sums when they are built.
+  cp "$oci_dist/SHA256SUMS" "$tmp/SHA256SUMS"
   oci_source_stamp >"$tmp/installed-from"
   mkdir -p "$cache"
   rm -rf "$oci_dir" && mv "$tmp" "$oci_dir"
@@ -381,8 +383,8 @@ fi
 for f in SHA256SUMS "$oci_zst"; do
   [ -s "$oci_dist/$f" ] || die "the OCI provider build lacks $oci_dist/$f"
 done
-if [ ! -x "$oci_dir/$oci_rel" ] || [ "$(oci_source_stamp)" != "$(cat "$oci_dir/installed-from" 2>/dev/null)" ]; then
+if [ ! -x "$oci_dir/$oci_rel" ] || [ ! -f "$oci_dir/SHA256SUMS" ] || [ "$(oci_source_stamp)" != "$(cat "$oci_dir/installed-from" 2>/dev/null)" ]; then
   install_oci_provider
 fi
 
-printf 'KUBEBUILDER_ASSETS=%q\nNODE_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\nCERT_MANAGER_CRDS=%q\nMDBOOK=%q\nOCI_PROVIDER_MIRROR=%q\n' "$kube_assets" "$node_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize" "$cert_manager_dir/crd" "$mdbook_dir/bin/mdbook" "$oci_dir/mirror"
+printf 'KUBEBUILDER_ASSETS=%q\nNODE_ASSETS=%q\nTOFU=%q\nCAPI_CRDS=%q\nCAPI_ASSETS=%q\nKUSTOMIZE=%q\nCERT_MANAGER_CRDS=%q\nMDBOOK=%q\nOCI_PROVIDER_MIRROR=%q\nOCI_PROVIDER_SUMS=%q\n' "$kube_assets" "$node_assets" "$tofu" "$capi_dir/crd" "$capi_dir" "$kustomize_dir/kustomize" "$cert_manager_dir/crd" "$mdbook_dir/bin/mdbook" "$oci_dir/mirror" "$oci_dir/SHA256SUMS"

@@ -2,7 +2,7 @@
 //! image layout directory plus a tarball of it (`<out>.tar`). `make images`
 //! runs it for every image of a release.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use captf_images::layout::{self, ImageSpec};
 use captf_images::recipes::{self, Provenance};
 use clap::{Args, Parser, Subcommand};
@@ -43,6 +43,21 @@ enum Image {
         /// Its version, for the `io.captf.runtime.version` label.
         #[arg(long)]
         runtime_version: String,
+        /// The image's name (`org.opencontainers.image.title`); `noop-<role>` when unset.
+        #[arg(long, default_value = "")]
+        name: String,
+        /// A provider filesystem mirror to ship at `/captf/providers`.
+        #[arg(long, requires = "provider_sums")]
+        providers: Option<PathBuf>,
+        /// The sums (`<sha256>  <file name>` lines) every mirror file is checked against.
+        #[arg(long, requires = "providers")]
+        provider_sums: Option<PathBuf>,
+        /// A CA bundle for the providers' TLS, put at `/etc/ssl/certs/ca-certificates.crt`.
+        #[arg(long)]
+        ca_bundle: Option<PathBuf>,
+        /// A file holding the `io.captf.variables-schema` label (`tfcapi-lint schema`'s output).
+        #[arg(long)]
+        variables_schema: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
     },
@@ -113,14 +128,35 @@ fn main() -> Result<()> {
             module,
             runtime,
             runtime_version,
+            name,
+            providers,
+            provider_sums,
+            ca_bundle,
+            variables_schema,
             common,
         } => {
-            let spec = recipes::module_image(
+            let variables_schema = match variables_schema {
+                Some(path) => Some(
+                    std::fs::read_to_string(&path)
+                        .with_context(|| format!("reading {}", path.display()))?,
+                ),
+                None => None,
+            };
+            let extras = recipes::ModuleExtras {
+                name,
+                providers: providers
+                    .zip(provider_sums)
+                    .map(|(dir, sums)| recipes::ProviderMirror { dir, sums }),
+                ca_bundle,
+                variables_schema,
+            };
+            let spec = recipes::module_image_with(
                 &role,
                 &module,
                 &runtime,
                 &runtime_version,
                 &common.provenance(),
+                &extras,
             )?;
             write(&spec, &common)
         }

@@ -190,6 +190,25 @@ pub fn oci_provider_mirror() -> PathBuf {
     dir
 }
 
+/// The sums the OCI provider build is checked against (`OCI_PROVIDER_SUMS`,
+/// else the `SHA256SUMS` beside [`oci_provider_mirror`]'s folder, where
+/// `hack/test-assets.sh` puts it). Panics when there is none.
+pub fn oci_provider_sums() -> PathBuf {
+    let sums = match std::env::var_os("OCI_PROVIDER_SUMS") {
+        Some(path) => PathBuf::from(path),
+        None => oci_provider_mirror()
+            .parent()
+            .map(|d| d.join("SHA256SUMS"))
+            .unwrap_or_default(),
+    };
+    assert!(
+        sums.is_file(),
+        "no OCI provider sums at {} (OCI_PROVIDER_SUMS): run hack/test-assets.sh",
+        sums.display()
+    );
+    sums
+}
+
 /// Folder of this project's generated CRDs (`config/crd/bases`).
 pub fn project_crds() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases")
