@@ -86,7 +86,10 @@ pub(super) fn paused_condition(paused: bool) -> ConditionValue {
     }
 }
 
-/// `Ready` from the kind's inputs.
+/// `Ready` from the kind's inputs: before provisioning, the nine conditions
+/// of the summary table (InfrastructureHealthy among them, so an apply that
+/// succeeded with its health still pending is not Ready); after it, the
+/// infrastructure's health and Deleting (and a pool's last apply).
 pub fn set_ready<K: Workload>(draft: &mut Draft, provisioned: bool) {
     let i = |type_, negative, optional| SummaryInput {
         type_,
@@ -111,6 +114,7 @@ pub fn set_ready<K: Workload>(draft: &mut Draft, provisioned: bool) {
             i(conditions::APPLY_JOB_SUCCEEDED, false, false),
             i(conditions::STATE_READABLE, false, false),
             i(conditions::OUTPUTS_VALID, false, true),
+            i(conditions::INFRASTRUCTURE_HEALTHY, false, false),
             i(conditions::DELETING, true, true),
         ]
     };
@@ -123,4 +127,61 @@ pub fn set_ready<K: Workload>(draft: &mut Draft, provisioned: bool) {
             message: s.message,
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use captf_api::TerraformMachinePool;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    fn condition(type_: &str, status: &str, reason: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            observed_generation: Some(1),
+        }
+    }
+
+    /// Every input of the pre-provisioning summary good, and the
+    /// infrastructure's health as given.
+    fn ready_with_health(health: Option<(&str, &str)>, provisioned: bool) -> (String, String) {
+        let mut current = vec![
+            condition(conditions::DEPENDENCIES_READY, "True", "DependenciesReady"),
+            condition(conditions::APPLY_JOB_SUCCEEDED, "True", "ApplySucceeded"),
+            condition(conditions::STATE_READABLE, "True", "StateReadable"),
+            condition(conditions::OUTPUTS_VALID, "True", "OutputsValid"),
+        ];
+        if let Some((status, reason)) = health {
+            current.push(condition(
+                conditions::INFRASTRUCTURE_HEALTHY,
+                status,
+                reason,
+            ));
+        }
+        let mut draft = Draft::new(&current, 1, std::time::SystemTime::UNIX_EPOCH);
+        set_ready::<TerraformMachinePool>(&mut draft, provisioned);
+        let ready = draft.get(conditions::READY).unwrap();
+        (ready.status.clone(), ready.message.clone())
+    }
+
+    #[test]
+    fn before_provisioning_ready_waits_for_the_infrastructure_s_health() {
+        let table = [
+            (Some(("Unknown", "HealthPending")), "Unknown"),
+            (None, "Unknown"),
+            (Some(("False", "Unhealthy")), "False"),
+            (Some(("True", "Healthy")), "True"),
+        ];
+        for (health, want) in table {
+            let (status, message) = ready_with_health(health, false);
+            assert_eq!(status, want, "health {health:?}: {message}");
+            if want != "True" {
+                assert!(message.contains("InfrastructureHealthy"), "{message}");
+            }
+        }
+    }
 }
