@@ -22,19 +22,7 @@ fn fixtures(group: &str) -> Vec<PathBuf> {
     out
 }
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let args: Vec<String> = std::iter::once("tfcapi-lint")
-        .chain(args.iter().copied())
-        .map(String::from)
-        .collect();
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = captf_lint::cli::run(&args, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
+use crate::support::run_cli as run;
 
 fn role(dir: &Path) -> String {
     fs::read_to_string(dir.join("role"))

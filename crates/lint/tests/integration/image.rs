@@ -450,19 +450,7 @@ fn unparsable_module_and_oversized_images_are_errors() {
     assert!(lint_layout(&dir, "tampered", &options(&c)).is_err());
 }
 
-fn cli(args: &[&str]) -> (i32, String, String) {
-    let args: Vec<String> = std::iter::once("tfcapi-lint")
-        .chain(args.iter().copied())
-        .map(String::from)
-        .collect();
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = captf_lint::cli::run(&args, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
+use crate::support::run_cli as cli;
 
 #[test]
 fn cli_reads_oci_layouts_and_rejects_bad_references() {

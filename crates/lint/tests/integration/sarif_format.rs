@@ -7,19 +7,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let args: Vec<String> = std::iter::once("tfcapi-lint")
-        .chain(args.iter().copied())
-        .map(String::from)
-        .collect();
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = captf_lint::cli::run(&args, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
+use crate::support::run_cli as run;
 
 /// The `language` pattern of the stored (pre-errata) schema, which is not a
 /// valid regular expression (a stray `]`), and SARIF 2.1.0 Errata 01's fix.

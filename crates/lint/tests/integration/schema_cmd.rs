@@ -7,19 +7,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let args: Vec<String> = std::iter::once("tfcapi-lint")
-        .chain(args.iter().copied())
-        .map(String::from)
-        .collect();
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = captf_lint::cli::run(&args, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
+use crate::support::run_cli as run;
 
 fn modules() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../modules")

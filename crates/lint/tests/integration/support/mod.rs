@@ -184,3 +184,19 @@ pub fn write_layout(dir: &Path, images: &[Image], tag: &str) {
     )
     .unwrap();
 }
+
+/// Runs the linter's command line in-process: its exit code, stdout and
+/// stderr.
+pub fn run_cli(args: &[&str]) -> (i32, String, String) {
+    let args: Vec<String> = std::iter::once("tfcapi-lint")
+        .chain(args.iter().copied())
+        .map(String::from)
+        .collect();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = captf_lint::cli::run(&args, &mut out, &mut err);
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
