@@ -10,6 +10,7 @@ use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::reflector::Store;
 
 use super::routing::{self, Dependency, Dependent};
 use super::watches;
@@ -73,6 +74,42 @@ fn dependencies_of<K: Workload>(
     deps
 }
 
+/// The name of the TerraformCluster of an object's cluster: the one its
+/// Cluster's `spec.infrastructureRef` names; while an object whose Cluster
+/// is gone is being deleted, the one TerraformCluster of its namespace
+/// labelled with its cluster name, so an inherited deletion policy (a
+/// `Retain`) still holds for an orphan.
+fn terraform_cluster_of<K: Workload>(
+    obj: &K,
+    cluster: Option<&Cluster>,
+    store: &Store<TerraformCluster>,
+) -> Option<String> {
+    if let Some(cluster) = cluster {
+        return adapter::terraform_cluster_name(cluster).map(str::to_owned);
+    }
+    obj.meta().deletion_timestamp.as_ref()?;
+    let cluster_name = cluster_name_label(obj.meta())?;
+    let ns = obj.namespace().unwrap_or_default();
+    let state = store.state();
+    labelled_terraform_cluster(state.iter().map(|tc| tc.as_ref()), &ns, cluster_name)
+}
+
+/// The only TerraformCluster of `candidates` in `namespace` labelled with
+/// `cluster_name`; none when two claim it (which one the cluster had cannot
+/// be told).
+fn labelled_terraform_cluster<'a>(
+    candidates: impl Iterator<Item = &'a TerraformCluster>,
+    namespace: &str,
+    cluster_name: &str,
+) -> Option<String> {
+    let mut labelled = candidates.filter(|tc| {
+        tc.namespace().as_deref() == Some(namespace)
+            && cluster_name_label(&tc.metadata) == Some(cluster_name)
+    });
+    let first = labelled.next()?;
+    labelled.next().is_none().then(|| first.name_any())
+}
+
 /// Reads the MachinePool, Cluster, TerraformCluster and bootstrap data
 /// from the controller's caches (no request), recording each as a
 /// dependency first.
@@ -92,15 +129,15 @@ pub(super) async fn read_pool_dependencies(
     let cluster = cluster_name_label(&obj.metadata)
         .and_then(|name| watches::get(&stores.clusters, &capi::cluster_resource(), &ns, name))
         .and_then(|d| Cluster::from_dynamic(&d).ok());
-    let tc_name = cluster.as_ref().and_then(adapter::terraform_cluster_name);
+    let tc_name = terraform_cluster_of(obj, cluster.as_ref(), &stores.terraform_clusters);
     let bootstrap_name = mp
         .as_ref()
         .and_then(|mp| mp.spec.template.spec.bootstrap.data_secret_name.as_deref());
     ctx.dependents.record(
         pool_dependent(obj),
-        dependencies_of(obj, tc_name, bootstrap_name),
+        dependencies_of(obj, tc_name.as_deref(), bootstrap_name),
     );
-    let tc = tc_name.and_then(|name| watches::get(&stores.terraform_clusters, &(), &ns, name));
+    let tc = tc_name.and_then(|name| watches::get(&stores.terraform_clusters, &(), &ns, &name));
     let bootstrap_name = mp
         .as_ref()
         .and_then(|mp| mp.spec.template.spec.bootstrap.data_secret_name.clone());
@@ -179,15 +216,15 @@ pub(super) async fn read_machine_dependencies(
     let cluster = cluster_name_label(&obj.metadata)
         .and_then(|name| watches::get(&stores.clusters, &capi::cluster_resource(), &ns, name))
         .and_then(|d| Cluster::from_dynamic(&d).ok());
-    let tc_name = cluster.as_ref().and_then(adapter::terraform_cluster_name);
+    let tc_name = terraform_cluster_of(obj, cluster.as_ref(), &stores.terraform_clusters);
     let bootstrap = machine
         .as_ref()
         .and_then(|m| m.spec.bootstrap.data_secret_name.as_deref());
     ctx.dependents.record(
         machine_dependent(obj),
-        dependencies_of(obj, tc_name, bootstrap),
+        dependencies_of(obj, tc_name.as_deref(), bootstrap),
     );
-    let tc = tc_name.and_then(|name| watches::get(&stores.terraform_clusters, &(), &ns, name));
+    let tc = tc_name.and_then(|name| watches::get(&stores.terraform_clusters, &(), &ns, &name));
     let bootstrap_name = machine
         .as_ref()
         .filter(|_| !obj.provisioned())
@@ -199,4 +236,46 @@ pub(super) async fn read_machine_dependencies(
         tc,
         bootstrap,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tc(namespace: &str, name: &str, cluster_name: Option<&str>) -> TerraformCluster {
+        let mut tc: TerraformCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "kind": "TerraformCluster",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"source": {"image": "r/m:v1"}},
+        }))
+        .unwrap();
+        if let Some(c) = cluster_name {
+            tc.metadata.labels = Some(
+                [(
+                    captf_api::names::labels::CLUSTER_NAME.to_owned(),
+                    c.to_owned(),
+                )]
+                .into(),
+            );
+        }
+        tc
+    }
+
+    #[test]
+    fn an_orphan_finds_its_terraform_cluster_by_its_cluster_name_label() {
+        let all = [
+            tc("a", "prod-infra", Some("prod")),
+            tc("a", "dev-infra", Some("dev")),
+            tc("b", "prod-elsewhere", Some("prod")),
+            tc("a", "unlabelled", None),
+        ];
+        let found = |ns, name| labelled_terraform_cluster(all.iter(), ns, name);
+        assert_eq!(found("a", "prod").as_deref(), Some("prod-infra"));
+        assert_eq!(found("b", "prod").as_deref(), Some("prod-elsewhere"));
+        assert_eq!(found("a", "staging"), None);
+        // Two claimants: which one was the cluster's cannot be told.
+        let twice = [tc("a", "one", Some("prod")), tc("a", "two", Some("prod"))];
+        assert_eq!(labelled_terraform_cluster(twice.iter(), "a", "prod"), None);
+    }
 }
