@@ -270,6 +270,15 @@ impl InputsRecord {
         }
     }
 
+    /// Whether an apply of the object ever succeeded, by its records: an
+    /// applied record, or an attempt record carrying an image digest, where
+    /// earlier versions pinned it after a successful apply (this manager
+    /// keeps digests on the applied record only). Read as applied, never as
+    /// the less safe "never applied".
+    pub fn ever_applied(applied: Option<&InputsRecord>, attempt: Option<&InputsRecord>) -> bool {
+        applied.is_some() || attempt.is_some_and(|a| a.meta.image_digest.is_some())
+    }
+
     /// The apply of the attempt record whose outcome is unknown, while it is
     /// in force: until an apply that started after it (the attempt record
     /// then names that apply and carries the mark on) succeeded, which makes
@@ -342,6 +351,26 @@ mod tests {
                 unpullable_images: Vec::new(),
             },
             exports: ExportsRecord::default(),
+        }
+    }
+
+    #[test]
+    fn a_digest_on_an_older_attempt_record_counts_as_applied() {
+        let attempt = record();
+        let mut pinned = record();
+        pinned.meta.image_digest = Some("sha256:0123".into());
+        for (applied, attempt, want) in [
+            (None, None, false),
+            (None, Some(&attempt), false),
+            (None, Some(&pinned), true),
+            (Some(&attempt), None, true),
+            (Some(&attempt), Some(&attempt), true),
+        ] {
+            assert_eq!(
+                InputsRecord::ever_applied(applied, attempt),
+                want,
+                "{applied:?} {attempt:?}"
+            );
         }
     }
 

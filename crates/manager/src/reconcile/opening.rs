@@ -93,7 +93,14 @@ pub async fn open<K: Workload>(
         return Ok(Opening::Done(done));
     }
     draft.set(conditions::PAUSED, &paused_condition(paused));
-    draft.set(conditions::DELETING, &deleting_condition(deleting, paused));
+    let abandon = abandon_requested(obj);
+    if deleting && abandon {
+        tracing::warn!(namespace = %obj.namespace().unwrap_or_default(), name = %obj.name_any(), "{}", super::pass_conditions::ABANDON_IGNORED);
+    }
+    draft.set(
+        conditions::DELETING,
+        &deleting_condition(deleting, paused, abandon),
+    );
     if shared.owner.condition.is_none() {
         draft.set(conditions::DEPENDENCIES_READY, &dependencies_ready());
     }
@@ -143,7 +150,10 @@ async fn read_for_deletion<K: Workload>(
         jobs: !loaded.jobs.is_empty(),
         state: !matches!(read, Err(StateError::NotFound)),
         provisioned: obj.provisioned(),
-        applied_record: records.applied.is_some(),
+        applied_record: InputsRecord::ever_applied(
+            records.applied.as_ref(),
+            records.attempt.as_ref(),
+        ),
         unconfirmed_apply: InputsRecord::unconfirmed_in_force(
             records.attempt.as_ref(),
             records.applied.as_ref(),
@@ -189,7 +199,10 @@ async fn end_in_preamble<K: Workload>(
             if let Some(c) = &shared.owner.condition {
                 draft.set(conditions::DEPENDENCIES_READY, c);
             }
-            draft.set(conditions::DELETING, &deleting_condition(deleting, false));
+            draft.set(
+                conditions::DELETING,
+                &deleting_condition(deleting, false, abandon_requested(obj)),
+            );
             set_ready::<K>(draft, obj.provisioned());
             super::status_patch::write_status(ctx, obj, draft, &[]).await?;
             Action::requeue(OWNER_REQUEUE)
@@ -394,7 +407,10 @@ async fn retained_elsewhere<K: Workload>(
         RetainedFound::Hold(writes, condition) => {
             effects::apply(ctx, obj, &writes).await?;
             draft.set(conditions::STATE_READABLE, &condition);
-            draft.set(conditions::DELETING, &deleting_condition(false, false));
+            draft.set(
+                conditions::DELETING,
+                &deleting_condition(false, false, false),
+            );
             set_ready::<K>(draft, obj.provisioned());
             super::status_patch::write_status(ctx, obj, draft, &[]).await?;
             Action::requeue(Duration::from_secs(60))
@@ -416,4 +432,11 @@ async fn bookkeep<K: Workload>(
     let applied = effects::apply(ctx, obj, &plan.effects).await?;
     plan.booked.run_lease_released = applied.run_lease_released;
     Ok(plan.booked)
+}
+
+/// Whether the object carries the old `captf.io/abandon-infrastructure`
+/// annotation (ignored: `spec.deletionPolicy: Retain` replaces it).
+fn abandon_requested<K: Workload>(obj: &K) -> bool {
+    obj.annotations()
+        .contains_key(annotations::ABANDON_INFRASTRUCTURE)
 }

@@ -50,8 +50,20 @@ pub fn not_yet_healthy(p: &OpenPass) -> ConditionValue {
     crate::adapters::infrastructure_healthy(phase, None)
 }
 
-pub(super) fn deleting_condition(deleting: bool, paused: bool) -> ConditionValue {
-    match (deleting, paused) {
+/// The note a deleting object's `Deleting` message carries when it asks for
+/// the old way out of a stuck deletion, which this manager does not honour.
+pub const ABANDON_IGNORED: &str = "the captf.io/abandon-infrastructure annotation is ignored: \
+     set spec.deletionPolicy: Retain to keep the infrastructure";
+
+/// `Deleting`; `abandon_requested` when the object carries the
+/// `captf.io/abandon-infrastructure` annotation, which is ignored, and said
+/// so, rather than acted on.
+pub(super) fn deleting_condition(
+    deleting: bool,
+    paused: bool,
+    abandon_requested: bool,
+) -> ConditionValue {
+    let mut value = match (deleting, paused) {
         (false, _) => ConditionValue {
             status: ConditionStatus::False,
             reason: reasons::NOT_DELETING,
@@ -67,7 +79,11 @@ pub(super) fn deleting_condition(deleting: bool, paused: bool) -> ConditionValue
             reason: reasons::DELETING,
             message: "destroying the infrastructure".into(),
         },
+    };
+    if deleting && abandon_requested {
+        value.message = format!("{}; {ABANDON_IGNORED}", value.message);
     }
+    value
 }
 
 pub(super) fn paused_condition(paused: bool) -> ConditionValue {
@@ -166,6 +182,30 @@ mod tests {
         set_ready::<TerraformMachinePool>(&mut draft, provisioned);
         let ready = draft.get(conditions::READY).unwrap();
         (ready.status.clone(), ready.message.clone())
+    }
+
+    #[test]
+    fn a_deletion_asking_to_abandon_says_the_annotation_is_ignored() {
+        for (deleting, paused, abandon, noted) in [
+            (true, false, true, true),
+            (true, true, true, true),
+            (true, false, false, false),
+            (false, false, true, false),
+        ] {
+            let c = deleting_condition(deleting, paused, abandon);
+            assert_eq!(
+                c.message.contains(ABANDON_IGNORED),
+                noted,
+                "{deleting} {paused} {abandon}: {}",
+                c.message
+            );
+            let want = if deleting {
+                reasons::DELETING
+            } else {
+                reasons::NOT_DELETING
+            };
+            assert_eq!(c.reason, want);
+        }
     }
 
     #[test]

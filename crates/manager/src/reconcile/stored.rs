@@ -139,7 +139,8 @@ pub async fn read_stored<K: Workload>(
         Some(records) => records,
         None => read_records(ctx, obj).await?,
     };
-    let ever_applied = obj.provisioned() || applied.is_some();
+    let ever_applied =
+        obj.provisioned() || InputsRecord::ever_applied(applied.as_ref(), attempt.as_ref());
     let mut unconfirmed = InputsRecord::unconfirmed_in_force(attempt.as_ref(), applied.as_ref());
     let mut effects = Vec::new();
     if let Some(job) = &unconfirmed
