@@ -270,10 +270,14 @@ const KEPT_UNUSED: std::time::Duration = std::time::Duration::from_secs(2 * 24 *
 
 /// Removes the packed images no run has used for [`KEPT_UNUSED`].
 fn prune_archives() {
-    let Ok(entries) = std::fs::read_dir(archive_cache()) else {
+    prune_archives_in(&archive_cache(), std::time::SystemTime::now());
+}
+
+/// [`prune_archives`] of the cache `dir` as of `now`.
+fn prune_archives_in(dir: &Path, now: std::time::SystemTime) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let now = std::time::SystemTime::now();
     for entry in entries.flatten() {
         let path = entry.path();
         let age = entry
@@ -300,4 +304,77 @@ pub fn import_base(runtime: &Runtime, work: &Path) -> Result<(), String> {
     import(runtime, work, &pause_image(), PAUSE_IMAGE)?;
     import(runtime, work, &shell_image(), SHELL_IMAGE)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use captf_images::layout::Entry;
+    use std::time::{Duration, SystemTime};
+
+    fn file_image(path: &Path) -> ImageSpec {
+        ImageSpec {
+            entries: vec![Entry {
+                path: "/captf/module/main.tf".into(),
+                content: Content::HostFile(path.to_path_buf()),
+                mode: 0o644,
+                owner: 65532,
+            }],
+            user: "65532:65532".into(),
+            working_dir: None,
+            labels: Default::default(),
+            env: vec![],
+            entrypoint: vec![],
+        }
+    }
+
+    #[test]
+    fn small_files_are_known_by_content_and_large_ones_by_path_size_and_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.tf"), dir.path().join("b.tf"));
+        std::fs::write(&a, "resource x {}").unwrap();
+        std::fs::write(&b, "resource x {}").unwrap();
+        let key = |p: &Path| content_key(&file_image(p)).unwrap();
+        assert_eq!(
+            key(&a),
+            key(&b),
+            "the same module copied twice is one image"
+        );
+        std::fs::write(&b, "resource y {}").unwrap();
+        assert_ne!(key(&a), key(&b));
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![0u8; HASHED_UP_TO as usize + 1]).unwrap();
+        let before = key(&big);
+        let file = std::fs::File::options().write(true).open(&big).unwrap();
+        file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1))
+            .unwrap();
+        assert_ne!(key(&big), before, "a rebuilt binary is a new image");
+    }
+
+    #[test]
+    fn archives_unused_for_two_days_and_stale_partials_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = SystemTime::now();
+        let aged = |name: &str, age: Duration| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, "x").unwrap();
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(now - age).unwrap();
+            path
+        };
+        let hour = Duration::from_secs(3600);
+        let old = aged("old.tar", KEPT_UNUSED + hour);
+        let old_digest = aged("old.digest", KEPT_UNUSED + hour);
+        let fresh = aged("fresh.tar", hour);
+        let stale_partial = aged("dead.partial", 2 * hour);
+        let live_partial = aged("live.partial", Duration::from_secs(60));
+        prune_archives_in(dir.path(), now);
+        assert!(
+            !old.exists() && !old_digest.exists(),
+            "an unused archive goes with its digest"
+        );
+        assert!(fresh.exists());
+        assert!(!stale_partial.exists(), "a dead packer's leftover goes");
+        assert!(live_partial.exists(), "a packer at work keeps its file");
+    }
 }

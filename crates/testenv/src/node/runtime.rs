@@ -166,7 +166,14 @@ fn root_read_only(mountinfo: &str) -> bool {
 /// The memory limit of the cgroup a `/proc/<pid>/cgroup` names (v1's
 /// memory controller, or v2's unified hierarchy).
 fn memory_limit(cgroup: &str) -> Option<u64> {
-    let file = cgroup.lines().find_map(|l| {
+    let text = std::fs::read_to_string(memory_limit_file(cgroup)?).ok()?;
+    limit_value(&text)
+}
+
+/// The file holding the memory limit of the cgroup a `/proc/<pid>/cgroup`
+/// text names.
+fn memory_limit_file(cgroup: &str) -> Option<String> {
+    cgroup.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         if controllers.split(',').any(|c| c == "memory") {
@@ -176,11 +183,13 @@ fn memory_limit(cgroup: &str) -> Option<u64> {
         } else {
             None
         }
-    })?;
-    let text = std::fs::read_to_string(file).ok()?;
-    let text = text.trim();
-    // v1 writes an unlimited cgroup as a huge page-rounded number.
-    text.parse::<u64>().ok().filter(|n| *n < 1 << 62)
+    })
+}
+
+/// A limit file's value; `None` for no limit (v2's `max`, or the huge
+/// page-rounded number v1 writes for an unlimited cgroup).
+fn limit_value(text: &str) -> Option<u64> {
+    text.trim().parse::<u64>().ok().filter(|n| *n < 1 << 62)
 }
 
 #[cfg(test)]
@@ -195,5 +204,25 @@ mod tests {
         assert!(root_read_only(ro));
         assert!(!root_read_only(rw));
         assert!(!root_read_only(""));
+    }
+
+    #[test]
+    fn the_memory_limit_is_read_from_the_memory_controller_s_cgroup() {
+        let v1 = "12:cpuset:/captf-node/kubepods/pod1/c1\n\
+                  7:memory:/captf-node/kubepods/pod1/c1\n\
+                  1:name=systemd:/x\n";
+        assert_eq!(
+            memory_limit_file(v1).as_deref(),
+            Some("/sys/fs/cgroup/memory/captf-node/kubepods/pod1/c1/memory.limit_in_bytes")
+        );
+        let v2 = "0::/captf-node/kubepods/pod1/c1\n";
+        assert_eq!(
+            memory_limit_file(v2).as_deref(),
+            Some("/sys/fs/cgroup/captf-node/kubepods/pod1/c1/memory.max")
+        );
+        assert_eq!(memory_limit_file("3:cpu,cpuacct:/x\n"), None);
+        assert_eq!(limit_value("2147483648\n"), Some(2 << 30));
+        assert_eq!(limit_value("9223372036854771712\n"), None, "v1's unlimited");
+        assert_eq!(limit_value("max\n"), None, "v2's unlimited");
     }
 }
