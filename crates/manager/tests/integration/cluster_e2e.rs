@@ -555,20 +555,27 @@ async fn a_paused_cluster_starts_nothing_until_unpaused() {
     })
     .await;
     // One event for each transition, however many passes the pause saw.
-    let events = ns
-        .api::<k8s_openapi::api::events::v1::Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    let count = |reason: &str| {
-        events
-            .iter()
-            .filter(|e| e.reason.as_deref() == Some(reason))
-            .map(|e| e.series.as_ref().map_or(1, |s| s.count))
-            .sum::<i32>()
-    };
-    assert_eq!((count("Paused"), count("Resumed")), (1, 1));
+    // Events are written after the pass that decided them: wait for the
+    // Resumed one to be stored, then count both.
+    let counts = eventually("the Resumed event", 60, || async {
+        let events = ns
+            .api::<k8s_openapi::api::events::v1::Event>()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items;
+        let count = |reason: &str| {
+            events
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+                .sum::<i32>()
+        };
+        let counts = (count("Paused"), count("Resumed"));
+        (counts.1 > 0).then_some(counts)
+    })
+    .await;
+    assert_eq!(counts, (1, 1));
 }
 
 #[tokio::test]
