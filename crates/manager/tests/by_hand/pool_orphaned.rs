@@ -42,22 +42,11 @@ async fn a_cluster_deleted_first_waits_for_its_pool_which_destroys_without_the_c
         (tc.metadata.deletion_timestamp.is_some() && blocked).then_some(())
     })
     .await;
-    let jobs: Api<Job> = ns.api();
-    let destroys = jobs
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|j| {
-            j.metadata.labels.as_ref().is_some_and(|l| {
-                l.get("captf.infrastructure.cluster.x-k8s.io/op")
-                    .map(String::as_str)
-                    == Some("destroy")
-            })
-        })
-        .count();
-    assert_eq!(destroys, 0, "nothing is destroyed while the pool exists");
+    let destroys = destroy_jobs(&ns).await;
+    assert!(
+        destroys.is_empty(),
+        "nothing is destroyed while the pool exists: {destroys:?}"
+    );
     eventually("the Cluster object to be gone", 60, || async {
         clusters.get_opt("prod").await.ok()?.is_none().then_some(())
     })
@@ -171,22 +160,7 @@ async fn an_orphaned_pool_keeps_the_retain_it_inherits_from_its_terraform_cluste
         }),
         "the pool announces the retain it inherited"
     );
-    let jobs: Api<Job> = ns.api();
-    let destroys: Vec<String> = jobs
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|j| {
-            j.metadata.labels.as_ref().is_some_and(|l| {
-                l.get("captf.infrastructure.cluster.x-k8s.io/op")
-                    .map(String::as_str)
-                    == Some("destroy")
-            })
-        })
-        .filter_map(|j| j.metadata.name)
-        .collect();
+    let destroys = destroy_jobs(&ns).await;
     assert!(destroys.is_empty(), "Retain destroys nothing: {destroys:?}");
     let kept = ns
         .api::<k8s_openapi::api::core::v1::Secret>()
@@ -202,4 +176,17 @@ async fn an_orphaned_pool_keeps_the_retain_it_inherits_from_its_terraform_cluste
             .is_some_and(|n| n.starts_with("tfstate-"))),
         "the pool's state is kept"
     );
+}
+
+/// The names of the namespace's destroy Jobs.
+async fn destroy_jobs(ns: &captf_testenv::TestNamespace) -> Vec<String> {
+    let jobs: Api<Job> = ns.api();
+    jobs.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|j| support::job_op(j) == "destroy")
+        .filter_map(|j| j.metadata.name)
+        .collect()
 }
