@@ -161,11 +161,14 @@ fn labels_of(secret: &Value) -> BTreeMap<String, String> {
 }
 
 /// The `SecretList` answering a list: `found` are the state's Secrets that
-/// exist, base first; those the selector refuses are left out.
+/// exist, base first, without a gap. The list ends at the first the selector
+/// refuses: the backend labels every chunk it writes, so an unlabeled one is
+/// not part of this state, nor is anything after it (the manager's reader
+/// follows the same rule, `state::reader::state_chunks`).
 pub fn secret_list(found: Vec<Value>, selector: &Selector) -> Value {
     let items: Vec<Value> = found
         .into_iter()
-        .filter(|s| selector.matches(&labels_of(s)))
+        .take_while(|s| selector.matches(&labels_of(s)))
         .collect();
     json!({
         "apiVersion": "v1",
@@ -476,8 +479,18 @@ mod tests {
             all["items"][1]["metadata"]["name"],
             "tfstate-default-x-part-1"
         );
-        let none = secret_list(found, &Selector::parse("tfstateWorkspace=other").unwrap());
+        let none = secret_list(
+            found.clone(),
+            &Selector::parse("tfstateWorkspace=other").unwrap(),
+        );
         assert_eq!(none["items"], json!([]));
+        // An unlabeled chunk ends the state: what follows it is not listed.
+        let mut broken = found;
+        broken.insert(1, json!({"metadata": {"name": "tfstate-default-x-part-1"}}));
+        broken[2]["metadata"]["name"] = json!("tfstate-default-x-part-2");
+        let listed = secret_list(broken, &Selector::parse("tfstate=true").unwrap());
+        assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+        assert_eq!(listed["items"][0]["metadata"]["name"], "tfstate-default-x");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, PostParams};
 
 use crate::names::state_secret;
-use crate::state::reader::{StateError, StateSecret, StateSummary, read};
+use crate::state::reader::{StateError, StateSecret, StateSummary, read, state_chunks};
 
 /// The backend's labels on every state Secret of `suffix` (workspace
 /// `default`).
@@ -86,7 +86,14 @@ pub async fn adopt(
         block_owner_deletion: None,
         ..owner.clone()
     };
-    for mut secret in list(client, namespace, suffix).await? {
+    let listed = list(client, namespace, suffix).await?;
+    // Only the Secrets the state is read from: one planted with the state's
+    // labels, or left after a gap, is not made the object's.
+    let chunks = state_chunks(&base, &listed, |s| {
+        s.metadata.name.as_deref().unwrap_or_default()
+    });
+    for secret in chunks {
+        let mut secret = secret.clone();
         let name = secret.metadata.name.clone().unwrap_or_default();
         let mut changed = false;
         let refs = secret

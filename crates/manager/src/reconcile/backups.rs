@@ -161,20 +161,19 @@ pub fn record_backup(c: &mut Closing, outcome: Option<&BackupOutcome>) {
     }
 }
 
-/// The state chunks' payloads, in chunk order (`None` when one has none).
+/// The state chunks' payloads, in chunk order (`None` when the base has
+/// none): the chunks the state is read from (`reader::state_chunks`), up to
+/// the first without a payload, as the reader reads them.
 fn payloads(suffix: &str, secrets: &[Secret]) -> Option<Vec<Vec<u8>>> {
     let base = crate::names::state_secret(suffix);
-    let mut indexed: Vec<(usize, Vec<u8>)> = secrets
-        .iter()
-        .map(|s| {
-            let name = s.metadata.name.as_deref()?;
-            let index = crate::state::reader::chunk_index(&base, name)?;
-            let data = s.data.as_ref()?.get("tfstate")?;
-            Some((index, data.0.clone()))
-        })
-        .collect::<Option<_>>()?;
-    indexed.sort_by_key(|(i, _)| *i);
-    Some(indexed.into_iter().map(|(_, d)| d).collect())
+    let chunks = crate::state::reader::state_chunks(&base, secrets, |s| {
+        s.metadata.name.as_deref().unwrap_or_default()
+    });
+    let payload = |s: &Secret| Some(s.data.as_ref()?.get("tfstate")?.0.clone());
+    let (first, rest) = chunks.split_first()?;
+    let mut out = vec![payload(first)?];
+    out.extend(rest.iter().map_while(|s| payload(s)));
+    Some(out)
 }
 
 /// Writes the backup set of `due` unless it is there already, then

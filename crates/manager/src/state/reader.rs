@@ -11,7 +11,8 @@ use flate2::read::GzDecoder;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-/// More Secrets than this is not a state the backend wrote.
+/// Most Secrets a state is read from, the base one included (the backend
+/// writes 1 MiB chunks; this is 32 MiB of compressed state).
 pub const MAX_CHUNKS: usize = 32;
 /// Decompressed size cap (a gzip bomb guard).
 pub const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
@@ -124,38 +125,50 @@ struct RawResource {
     mode: String,
 }
 
-/// Reads the state stored under `base_name` from `secrets`.
-pub fn read(base_name: &str, secrets: &[StateSecret]) -> Result<StateSummary, StateError> {
-    if secrets.is_empty() {
-        return Err(StateError::NotFound);
-    }
-    if secrets.len() > MAX_CHUNKS {
-        return Err(StateError::Corrupt(format!(
-            "{} Secrets, more than the {MAX_CHUNKS} a state may span",
-            secrets.len()
-        )));
-    }
-    let mut ordered: Vec<Option<&StateSecret>> = vec![None; secrets.len()];
+/// The Secrets that make up the state stored under `base_name`, in chunk
+/// order: the base Secret and the chunks that follow it without a gap, at
+/// most [`MAX_CHUNKS`]. The backend writes chunks `1..n` contiguously, so a
+/// Secret with another name, or a chunk after a gap, was not written for
+/// this state (a stale one left by a failed shrink, or one planted by
+/// another subject with the state's labels) and is left out: it can neither
+/// hold the object nor change what is read. Empty when there is no base.
+pub fn state_chunks<'a, T>(
+    base_name: &str,
+    secrets: &'a [T],
+    name_of: impl Fn(&T) -> &str,
+) -> Vec<&'a T> {
+    let mut by_index: BTreeMap<usize, &'a T> = BTreeMap::new();
     for s in secrets {
-        let i = chunk_index(base_name, &s.name)
-            .ok_or_else(|| StateError::Inconsistent(format!("unexpected Secret {}", s.name)))?;
-        let slot = ordered
-            .get_mut(i)
-            .ok_or_else(|| StateError::Inconsistent(format!("chunk {} leaves a gap", s.name)))?;
-        if slot.replace(s).is_some() {
-            return Err(StateError::Inconsistent(format!(
-                "duplicate chunk {}",
-                s.name
-            )));
+        if let Some(i) = chunk_index(base_name, name_of(s)).filter(|i| *i < MAX_CHUNKS) {
+            by_index.entry(i).or_insert(s);
         }
     }
+    (0..MAX_CHUNKS)
+        .map_while(|i| by_index.get(&i).copied())
+        .collect()
+}
+
+/// Reads the state stored under `base_name` from `secrets` (those listed by
+/// the state's labels; see [`state_chunks`] for which of them count).
+pub fn read(base_name: &str, secrets: &[StateSecret]) -> Result<StateSummary, StateError> {
+    let ordered = state_chunks(base_name, secrets, |s| s.name.as_str());
+    let Some(base) = ordered.first() else {
+        return Err(StateError::NotFound);
+    };
     let mut compressed = Vec::new();
-    for (i, s) in ordered.iter().enumerate() {
-        let s = s.ok_or_else(|| StateError::Inconsistent(format!("chunk {i} is missing")))?;
-        let data = s.tfstate.as_ref().ok_or_else(|| {
-            StateError::Inconsistent(format!("Secret {} has no tfstate key", s.name))
-        })?;
-        compressed.extend_from_slice(data);
+    for s in &ordered {
+        match &s.tfstate {
+            Some(data) => compressed.extend_from_slice(data),
+            None if s.name == base.name => {
+                return Err(StateError::Inconsistent(format!(
+                    "Secret {} has no tfstate key",
+                    s.name
+                )));
+            }
+            // A chunk with no payload ends the data: if the state needed
+            // it, decompressing fails below.
+            None => break,
+        }
     }
 
     // A single gzip member: a stale trailing chunk left by a failed shrink
@@ -210,7 +223,7 @@ pub fn read(base_name: &str, secrets: &[StateSecret]) -> Result<StateSummary, St
         outputs: raw.outputs,
         managed_resources: raw.resources.iter().filter(|r| r.mode == "managed").count(),
         compressed_bytes: compressed.len(),
-        inputs_hash: ordered[0].and_then(|s| s.inputs_hash.clone()),
+        inputs_hash: base.inputs_hash.clone(),
     })
 }
 
@@ -362,18 +375,67 @@ mod tests {
     }
 
     #[test]
+    fn only_the_base_and_the_chunks_after_it_without_a_gap_count() {
+        // What another subject could plant with the state's labels, or a
+        // failed shrink could leave: none of it changes what is read.
+        let garbage = |name: &str| secret(name, b"not state");
+        let planted: Vec<(&str, StateSecret)> = vec![
+            ("a chunk after a gap", garbage(&format!("{BASE}-part-3"))),
+            (
+                "the next chunk, garbage",
+                garbage(&format!("{BASE}-part-1")),
+            ),
+            ("a zero-padded part", garbage(&format!("{BASE}-part-01"))),
+            ("another name", garbage("tfstate-default-other-c")),
+            (
+                "a part with no payload",
+                StateSecret {
+                    tfstate: None,
+                    ..garbage(&format!("{BASE}-part-1"))
+                },
+            ),
+        ];
+        for (what, extra) in planted {
+            let mut secrets = chunked(&state(), 1);
+            secrets.insert(0, extra);
+            let s = read(BASE, &secrets).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(s.serial, 7, "{what}");
+        }
+        let past_limit: Vec<StateSecret> = chunked(&state(), 1)
+            .into_iter()
+            .chain((1..40).map(|i| garbage(&format!("{BASE}-part-{i}"))))
+            .collect();
+        assert_eq!(read(BASE, &past_limit).unwrap().serial, 7);
+        let names = |secrets: &[StateSecret]| -> Vec<String> {
+            state_chunks(BASE, secrets, |s| s.name.as_str())
+                .iter()
+                .map(|s| s.name.clone())
+                .collect()
+        };
+        let mut three = chunked(&state(), 3);
+        three.push(garbage(&format!("{BASE}-part-4")));
+        three.reverse();
+        assert_eq!(
+            names(&three),
+            [
+                BASE.to_owned(),
+                format!("{BASE}-part-1"),
+                format!("{BASE}-part-2")
+            ]
+        );
+        assert_eq!(names(&past_limit).len(), MAX_CHUNKS);
+    }
+
+    #[test]
     fn classifies_every_unreadable_state() {
         let good = chunked(&state(), 2);
         let mut gap = good.clone();
         gap[1].name = format!("{BASE}-part-2");
-        let mut dup = good.clone();
-        dup.push(good[1].clone());
-        let mut padded = good.clone();
-        padded[1].name = format!("{BASE}-part-01");
-        let mut foreign = good.clone();
-        foreign[1].name = "tfstate-default-other-c".into();
+        let only_parts = vec![good[1].clone()];
         let mut no_key = good.clone();
         no_key[0].tfstate = None;
+        let mut part_no_key = good.clone();
+        part_no_key[1].tfstate = None;
         let too_many: Vec<StateSecret> = (0..33)
             .map(|i| {
                 secret(
@@ -401,11 +463,14 @@ mod tests {
 
         let cases: Vec<(&str, Vec<StateSecret>, &str)> = vec![
             ("none", vec![], "StateNotFound"),
-            ("gap", gap, "StateInconsistent"),
-            ("duplicate", dup, "StateInconsistent"),
-            ("zero-padded part", padded, "StateInconsistent"),
-            ("foreign name", foreign, "StateInconsistent"),
-            ("missing key", no_key, "StateInconsistent"),
+            ("chunks but no base", only_parts, "StateNotFound"),
+            ("a needed chunk missing", gap, "StateCorrupt"),
+            (
+                "a needed chunk without payload",
+                part_no_key,
+                "StateCorrupt",
+            ),
+            ("base without payload", no_key, "StateInconsistent"),
             ("too many chunks", too_many, "StateCorrupt"),
             ("encrypted", encrypted, "StateEncrypted"),
             ("version 3", v3, "StateCorrupt"),

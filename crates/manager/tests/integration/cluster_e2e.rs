@@ -220,6 +220,28 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
     let first_applies = applies(&jobs.list(&ListParams::default()).await.unwrap().items);
     assert!(first_applies >= 1);
 
+    // A chunk planted by another subject with the state's labels, after a
+    // gap, is no part of the state: it holds nothing and is never adopted.
+    let suffix = captf_manager::names::state_suffix(
+        captf_manager::names::WorkloadKind::Cluster,
+        ns.name(),
+        "prod",
+    );
+    let planted = format!("{}-part-3", captf_manager::names::state_secret(&suffix));
+    let secrets: Api<Secret> = ns.api();
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": planted, "labels": {"tfstate": "true",
+                    "tfstateSecretSuffix": suffix, "tfstateWorkspace": "default"}},
+                "data": {"tfstate": "bm90IHN0YXRl"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
     // A variable change re-applies (health stays running).
     set_variables(
         &ns,
@@ -275,6 +297,11 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
         .then_some(())
     })
     .await;
+
+    let tc = ns.api::<TerraformCluster>().get("prod").await.unwrap();
+    assert!(has(&tc, "StateReadable", "True", "StateRead"));
+    let planted = secrets.get(&planted).await.unwrap();
+    assert_eq!(planted.metadata.owner_references, None, "not adopted");
 
     // A change that replaces a resource is blocked until its plan is approved.
     set_variables(
