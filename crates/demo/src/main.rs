@@ -344,7 +344,11 @@ async fn demo(
         kube_io::install_runner_role(&client, FIELD_MANAGER).await?;
         say(
             start,
-            &format!("installed ClusterRole {}", captf_manager::rbac::RUNNER),
+            &format!(
+                "installed ClusterRole {} and admission policy {}",
+                captf_manager::rbac::RUNNER,
+                captf_manager::runner_admission::RUNNER_CREATES
+            ),
         );
         let health = bins::free_loopback_addr()?;
         let manager = start_manager(&bin_dir, &kubeconfig, &health, &work_dir)?;

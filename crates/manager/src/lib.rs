@@ -18,6 +18,7 @@ pub mod rbac;
 pub mod reconcile;
 pub mod recorder;
 pub mod records;
+pub mod runner_admission;
 pub mod runner_image;
 pub mod serving;
 pub mod state;

@@ -85,6 +85,22 @@ fn the_runner_role_manifest_is_the_codes_runner_role() {
     assert_eq!(role.rules, wanted.rules);
 }
 
+#[test]
+fn the_runner_create_policy_manifest_is_the_codes_policy() {
+    use captf_manager::runner_admission as admission;
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let policy: ValidatingAdmissionPolicy =
+        one("ValidatingAdmissionPolicy", admission::RUNNER_CREATES);
+    assert_eq!(policy.spec, admission::runner_create_policy().spec);
+    let binding: ValidatingAdmissionPolicyBinding = one(
+        "ValidatingAdmissionPolicyBinding",
+        admission::RUNNER_CREATES,
+    );
+    assert_eq!(binding.spec, admission::runner_create_policy_binding().spec);
+}
+
 /// What clusterctl and Cluster API expect of a provider's components: the
 /// provider label on every object and on the manager's pods, the webhook
 /// CA injected by cert-manager from a Certificate for the webhook Service,

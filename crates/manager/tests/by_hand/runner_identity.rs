@@ -5,11 +5,15 @@
 //! `captf-probe`, on the real node) asks the apiserver, with the token
 //! mounted in its pod, for another pool's state
 //! Secret, its credentials mirror, the bootstrap Secret, the cluster's
-//! kubeconfig Secret, the namespace's Secret list and its own state, and
-//! writes the HTTP codes it got into a Secret (`create` is the one write RBAC
-//! cannot scope by name). Under the pool's own identity every foreign read is
-//! 403 and its apply and destroy work; under a broad ServiceAccount the same
-//! probe reads the other pool's state, so the probe can tell the difference.
+//! kubeconfig Secret, the namespace's Secret list and its own state; tries
+//! to create another pool's state chunk, a future cluster's kubeconfig, a
+//! lock Lease for a state not its own and a chunk of its own; and writes the
+//! HTTP codes it got into a chunk of its own state (RBAC cannot scope
+//! `create` by name; the components' admission policy,
+//! `captf_manager::runner_admission`, does). Under the pool's own identity
+//! every foreign read and create is 403 and its apply and destroy work;
+//! under a broad ServiceAccount the same probe reads the other pool's state
+//! and makes the same creates, so the probe can tell the difference.
 //! The cluster and pools are made by hand, in a binary of its own, so no
 //! Cluster API controller reacts to them.
 
@@ -33,17 +37,29 @@ use support::{insert_module, module_image};
 /// Where the probe (`captf-probe`, static) sits in the probe module's image.
 const PROBE_BINARY: &str = "/captf/probe";
 
+/// What a probe asks for: Secrets to read, and Secrets and Leases to create.
+struct Probe<'a> {
+    namespace: &'a str,
+    /// Where it writes its codes.
+    result: &'a str,
+    reads: &'a [String],
+    secret_creates: &'a [String],
+    lease_creates: &'a [String],
+}
+
 /// `probe.tf`: a `terraform_data` whose creation runs the probe in the
 /// runner's pod (no shell: the probe is the `local-exec` interpreter, the
-/// names its one argument).
-fn probe_tf(namespace: &str, names: &[String], result: &str) -> String {
+/// names it reads its last argument).
+fn probe_tf(p: &Probe<'_>) -> String {
     format!(
         "resource \"terraform_data\" \"probe\" {{\n  provisioner \"local-exec\" {{\n    \
-         interpreter = [{}, {}, {}]\n    command = {}\n  }}\n}}\n",
+         interpreter = [{}, {}, {}, {}, {}]\n    command = {}\n  }}\n}}\n",
         json!(PROBE_BINARY),
-        json!(namespace),
-        json!(result),
-        json!(names.join(","))
+        json!(p.namespace),
+        json!(p.result),
+        json!(p.secret_creates.join(",")),
+        json!(p.lease_creates.join(",")),
+        json!(p.reads.join(","))
     )
 }
 
@@ -170,11 +186,31 @@ async fn a_module_reaches_its_own_state_and_nothing_else_of_the_namespace() {
         "pool-bootstrap".to_owned(),
         "prod-kubeconfig".to_owned(),
     ];
+    // What no pool's runner may create: another pool's chunk, a future
+    // cluster's kubeconfig, the lock of a state not its own.
+    let future = state_suffix(WorkloadKind::MachinePool, ns.name(), "pool-future");
+    let foreign_secrets = [
+        format!("{victim_state}-part-3"),
+        "future-kubeconfig".to_owned(),
+    ];
+    let foreign_leases = [captf_manager::names::state_lock_lease(&future)];
+    let created = |kind: &str, name: &str| format!("create {kind} {name}");
     let probe = |pool: &str| {
         let own = state_secret(&state_suffix(WorkloadKind::MachinePool, ns.name(), pool));
-        let mut names = foreign.to_vec();
-        names.push(own.clone());
-        let text = probe_tf(ns.name(), &names, &format!("probe-result-{pool}"));
+        let mut reads = foreign.to_vec();
+        reads.push(own.clone());
+        let mut secret_creates = foreign_secrets.to_vec();
+        secret_creates.push(format!("{own}-part-6"));
+        // The codes go into a chunk of its own state too: unlabeled and
+        // after a gap, it is no part of the state.
+        let result = format!("{own}-part-7");
+        let text = probe_tf(&Probe {
+            namespace: ns.name(),
+            result: &result,
+            reads: &reads,
+            secret_creates: &secret_creates,
+            lease_creates: &foreign_leases,
+        });
         let reference = format!("local.test/probe-{pool}:{}", ns.name());
         (reference, probe_image(tmp.path(), pool, &text), own)
     };
@@ -194,18 +230,31 @@ async fn a_module_reaches_its_own_state_and_nothing_else_of_the_namespace() {
         secrets.get_opt(&mirror).await.unwrap().is_some(),
         "the prober's credentials mirror exists"
     );
-    let codes = probe_codes(&ns, "probe-result-prober").await;
+    let codes = probe_codes(&ns, &format!("{own_state}-part-7")).await;
     eprintln!("prober saw {codes:?}");
     let mut denied = foreign.to_vec();
     denied.push("list".to_owned());
+    denied.extend(foreign_secrets.iter().map(|n| created("secret", n)));
+    denied.extend(foreign_leases.iter().map(|n| created("lease", n)));
     for name in &denied {
-        assert_eq!(codes.get(name), Some(&403), "reading {name}: {codes:?}");
+        assert_eq!(codes.get(name), Some(&403), "{name}: {codes:?}");
     }
     assert_eq!(
         codes.get(&own_state),
         Some(&200),
         "its own state: {codes:?}"
     );
+    assert_eq!(
+        codes.get(&created("secret", &format!("{own_state}-part-6"))),
+        Some(&201),
+        "a chunk of its own state: {codes:?}"
+    );
+    for name in &foreign_secrets {
+        assert!(
+            secrets.get_opt(name).await.unwrap().is_none(),
+            "{name} was not created"
+        );
+    }
     let runner = format!(
         "captf-runner-{}",
         state_suffix(WorkloadKind::MachinePool, ns.name(), "prober")
@@ -270,10 +319,20 @@ async fn a_module_reaches_its_own_state_and_nothing_else_of_the_namespace() {
         .await
         .unwrap();
     wait_applied(&ns, "broad").await;
-    let codes = probe_codes(&ns, "probe-result-broad").await;
+    let broad_state = state_secret(&state_suffix(WorkloadKind::MachinePool, ns.name(), "broad"));
+    let codes = probe_codes(&ns, &format!("{broad_state}-part-7")).await;
     eprintln!("broad saw {codes:?}");
     assert_eq!(codes.get(&victim_state), Some(&200), "{codes:?}");
     assert_eq!(codes.get("list"), Some(&200), "{codes:?}");
+    // The admission policy holds only objects' own runner accounts: an
+    // operator's account keeps what its binding grants.
+    for name in foreign_secrets
+        .iter()
+        .map(|n| created("secret", n))
+        .chain(foreign_leases.iter().map(|n| created("lease", n)))
+    {
+        assert_eq!(codes.get(&name), Some(&201), "{name}: {codes:?}");
+    }
 
     // The prober's destroy runs under its own identity too, and the
     // identity goes with the pool.

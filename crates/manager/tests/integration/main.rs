@@ -33,6 +33,7 @@ mod pull_fallback;
 mod racing_start;
 mod records_io;
 mod reference_upgrade;
+mod runner_creates;
 mod runner_image;
 mod runner_killed;
 mod scale;

@@ -100,13 +100,39 @@ pub fn module_image(tmp: &Path, role: &str, tag: &str, extra: &[(&str, &str)]) -
     }
 }
 
+/// Installs what the components install for runners: the namespace-wide
+/// ClusterRole and the admission policy that keeps each object's runner to
+/// creating its own state's names.
 pub async fn install_runner_role(client: &kube::Client) {
+    use captf_manager::runner_admission as admission;
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let apply = PatchParams::apply("captf-e2e").force();
     let roles: Api<ClusterRole> = Api::all(client.clone());
     roles
         .patch(
             rbac::RUNNER,
-            &PatchParams::apply("captf-e2e").force(),
+            &apply,
             &Patch::Apply(rbac::runner_cluster_role()),
+        )
+        .await
+        .unwrap();
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    policies
+        .patch(
+            admission::RUNNER_CREATES,
+            &apply,
+            &Patch::Apply(admission::runner_create_policy()),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    bindings
+        .patch(
+            admission::RUNNER_CREATES,
+            &apply,
+            &Patch::Apply(admission::runner_create_policy_binding()),
         )
         .await
         .unwrap();
