@@ -2,8 +2,10 @@
 # scaling group and the members are derived from the desired capacity.
 
 locals {
-  # With autoscaling the group keeps its size within the bounds.
-  desired = var.autoscaling.enabled ? min(max(var.replicas, var.autoscaling.min), var.autoscaling.max) : var.replicas
+  # With autoscaling the group keeps its size within the bounds, unless a
+  # test says the cloud's own scaling moved it (noop_group_size).
+  clamped = min(max(var.replicas, var.autoscaling.min), var.autoscaling.max)
+  desired = var.autoscaling.enabled ? coalesce(var.noop_group_size, local.clamped) : var.replicas
 
   # Members that have joined (all of them unless a test holds some back).
   joined = max(local.desired - var.noop_missing_members, 0)

@@ -67,6 +67,17 @@ variable "noop_missing_members" {
   }
 }
 
+variable "noop_group_size" {
+  description = "While autoscaling, report the group at this size, as if the cloud's own scaling had moved it within the bounds."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.noop_group_size == null ? true : var.noop_group_size >= 0 && floor(var.noop_group_size) == var.noop_group_size
+    error_message = "noop_group_size must be a non-negative integer."
+  }
+}
+
 variable "captf_cluster_outputs" {
   description = "The cluster module's exports."
   type        = any

@@ -192,13 +192,19 @@ pub fn failed_part_way(outcome: Outcome, failed_step: Option<&str>, has_result: 
     }
 }
 
+/// Longest part of an approval annotation quoted back (a hash is 67).
+const QUOTED_APPROVAL_MAX: usize = 100;
+
 /// The `ApplyJobSucceeded=False/DestructivePlanBlocked` message of a
-/// waiting change: what stopped, and the command that approves it.
+/// waiting change: what stopped, an approval on the pool that names
+/// another hash (ignored, and said so once), and, last, the command that
+/// approves it.
 pub fn blocked_message(
     pool: &str,
     namespace: &str,
     v: &GuardVerdict,
     approval_hash: &str,
+    approval: Option<&str>,
 ) -> String {
     let (job, tail) = match v {
         GuardVerdict::Held { job, .. } => (
@@ -216,9 +222,21 @@ pub fn blocked_message(
         ),
         _ => return String::new(),
     };
+    let key = captf_api::names::annotations::APPROVE_DESTRUCTIVE_PLAN;
+    let ignored = match approval.filter(|a| *a != approval_hash) {
+        Some(other) => {
+            let quoted: String = other.chars().take(QUOTED_APPROVAL_MAX).collect();
+            let cut = if quoted.len() < other.len() {
+                "…"
+            } else {
+                ""
+            };
+            format!("; {key} names {quoted:?}{cut}, not this change's hash, and is ignored")
+        }
+        None => String::new(),
+    };
     format!(
-        "Job {job} stopped before a plan that deletes or replaces resources for a change of the cluster's exports; nothing was applied; {tail}; approve with: kubectl annotate terraformmachinepool {pool} -n {namespace} --overwrite {key}={approval_hash}",
-        key = captf_api::names::annotations::APPROVE_DESTRUCTIVE_PLAN,
+        "Job {job} stopped before a plan that deletes or replaces resources for a change of the cluster's exports; nothing was applied; {tail}{ignored}; approve with: kubectl annotate terraformmachinepool {pool} -n {namespace} --overwrite {key}={approval_hash}",
     )
 }
 
@@ -508,18 +526,38 @@ mod tests {
             job: "captf-mp-pool-apply-a2-abc123".into(),
             exports: json!({}).into(),
         };
-        let m = blocked_message("pool-a", "ns", &v, "h2:feed");
+        let m = blocked_message("pool-a", "ns", &v, "h2:feed", None);
         assert!(m.contains("Job captf-mp-pool-apply-a2-abc123"), "{m}");
-        assert!(
-            m.contains("captf.io/approve-destructive-plan=h2:feed"),
-            "{m}"
-        );
+        let command = "approve with: kubectl annotate terraformmachinepool pool-a -n ns --overwrite captf.io/approve-destructive-plan=h2:feed";
+        assert!(m.ends_with(command), "{m}");
         assert!(m.contains("nothing was applied"), "{m}");
+        assert!(!m.contains("ignored"), "{m}");
         let w = GuardVerdict::Waiting {
             job: "j".into(),
             why: Unholdable::Partial,
         };
-        assert!(blocked_message("p", "n", &w, "h").contains("failed part-way"));
-        assert_eq!(blocked_message("p", "n", &GuardVerdict::Unguarded, "h"), "");
+        assert!(blocked_message("p", "n", &w, "h", None).contains("failed part-way"));
+        assert_eq!(
+            blocked_message("p", "n", &GuardVerdict::Unguarded, "h", None),
+            ""
+        );
+
+        // An approval naming another hash is named once, before the
+        // command, which stays the message's end; the matching one is not.
+        let named = |approval: &str| blocked_message("pool-a", "ns", &v, "h2:feed", Some(approval));
+        let m = named("h2:0ld");
+        assert_eq!(m.matches("h2:0ld").count(), 1, "{m}");
+        assert!(
+            m.contains("captf.io/approve-destructive-plan names \"h2:0ld\", not this change's hash, and is ignored; approve with"),
+            "{m}"
+        );
+        assert!(m.ends_with(command), "{m}");
+        assert_eq!(
+            named("h2:feed"),
+            blocked_message("pool-a", "ns", &v, "h2:feed", None)
+        );
+        let long = named(&"x".repeat(500));
+        assert!(long.contains(&format!("{:?}…", "x".repeat(100))), "{long}");
+        assert!(!long.contains(&"x".repeat(101)), "{long}");
     }
 }

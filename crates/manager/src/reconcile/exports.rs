@@ -3,7 +3,7 @@
 //! approval consumed once it is moot, and what an apply Job carries.
 
 use captf_api::TerraformMachinePool;
-use captf_api::names::{annotations, conditions, reasons};
+use captf_api::names::{annotations, conditions, events, reasons};
 use captf_contract::inputs::MachinePoolInputs;
 use captf_contract::{JsonText, RoleInputs, UserVariables, approval_hash, exports_hash};
 use kube::ResourceExt;
@@ -165,7 +165,8 @@ pub fn plan_guard(
         writes.push(Effect::WriteAttemptRecord(Box::new(next)));
     }
 
-    set_apply_condition(obj, p, status, &v, &approval);
+    set_apply_condition(obj, p, status, &v, &approval, approved_by.as_deref());
+    writes.extend(approved_applies(p, approved_by.as_deref()));
     if v == GuardVerdict::Unguarded && approved_by.is_some() && !p.deleting() {
         // An approval left on the pool is consumed so the same change
         // returning needs a new one.
@@ -192,6 +193,35 @@ pub fn plan_guard(
         held,
         writes,
     })
+}
+
+/// `PlanApplied` for each apply read this pass that succeeded under the
+/// approval still on the pool (RESOLUTIONS row 1: on the pool, when the
+/// approved apply succeeds; the approval goes in the same pass).
+fn approved_applies(p: &OpenPass, approval: Option<&str>) -> Vec<Effect> {
+    let Some(approval) = approval else {
+        return Vec::new();
+    };
+    p.booked
+        .newly
+        .iter()
+        .filter(|o| o.record.op == Op::Apply && o.record.outcome == Outcome::Succeeded)
+        .filter(|o| {
+            p.loaded
+                .annotation(&o.record.name, annotations::APPROVAL_HASH)
+                == Some(approval)
+        })
+        .map(|o| Effect::Event {
+            warning: false,
+            reason: events::PLAN_APPLIED,
+            action: "Plan",
+            note: format!(
+                "Job {} applied the deletes approved by {}={approval}",
+                o.record.name,
+                annotations::APPROVE_DESTRUCTIVE_PLAN
+            ),
+        })
+        .collect()
 }
 
 /// The hash of the exports last applied, when known.
@@ -293,13 +323,15 @@ fn set_apply_condition(
     p: &OpenPass,
     status: &mut Draft,
     v: &GuardVerdict,
-    approval: &str,
+    approval_hash: &str,
+    approval: Option<&str>,
 ) {
     if matches!(v, GuardVerdict::Held { .. } | GuardVerdict::Waiting { .. }) {
         let message = blocked_message(
             &obj.name_any(),
             &obj.namespace().unwrap_or_default(),
             v,
+            approval_hash,
             approval,
         );
         status.set(

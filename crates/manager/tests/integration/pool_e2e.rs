@@ -151,30 +151,41 @@ async fn autoscaling_writes_the_module_count_back() {
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
     let _manager = setup(env, &ns, tmp.path(), Driver::ClusterApi).await;
-    // The MachinePool asks for 1 but the autoscaler bounds say at least 2:
-    // the module clamps and the count it reports goes back to the MachinePool.
-    bring_up(
+    // The MachinePool asks for 1 within autoscaler bounds of 2 to 5; the
+    // module reports the group at 4 (the cloud's own scaling moved it), not
+    // the 2 a clamp of the request would give: 4 goes back to the
+    // MachinePool, which the manager marks as its own to write.
+    bring_up_with(
         &ns,
         1,
         json!({
             "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "2",
             "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
         }),
+        json!({"variables": {"noop_group_size": 4}}),
     )
     .await;
     let p = wait_pool(&ns, "autoscaling to be active", 300, |p| {
         is(p, "AutoscalingActive", "True") && is(p, "Ready", "True")
     })
     .await;
-    let observed = p.status.unwrap().replicas.unwrap();
+    assert_eq!(p.status.unwrap().replicas, Some(4), "the module's count");
     let mps: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &capi::machine_pool_resource());
-    eventually("the count to be written back", 60, || async {
+    let mp = eventually("the count to be written back", 60, || async {
         let mp = mps.get("pool-a").await.ok()?;
-        (mp.data["spec"]["replicas"].as_i64()? == i64::from(observed)).then_some(())
+        (mp.data["spec"]["replicas"].as_i64()? == 4).then_some(mp)
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        mp.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("cluster.x-k8s.io/replicas-managed-by"))
+            .map(String::as_str),
+        Some("captf"),
+        "the manager claims the replicas it writes"
+    );
 }
 
 #[tokio::test]
@@ -358,6 +369,41 @@ async fn an_exports_change_that_replaces_the_group_waits_for_its_approval_hash()
     );
     assert!(!held_annotations.contains_key("captf.io/approval-hash"));
 
+    // An approval naming another hash is ignored, and named once in the
+    // waiting condition, before the command, which stays its end.
+    let pools = ns.api::<TerraformMachinePool>();
+    pools
+        .patch(
+            "pool-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"captf.io/approve-destructive-plan": "h2:not-this-one"}}})),
+        )
+        .await
+        .unwrap();
+    let p = wait_pool(&ns, "the wrong approval to be named", 120, |p| {
+        condition(p, "ApplyJobSucceeded").is_some_and(|c| {
+            c.reason == "DestructivePlanBlocked" && c.message.contains("\"h2:not-this-one\"")
+        })
+    })
+    .await;
+    let named = condition(&p, "ApplyJobSucceeded").unwrap().message.clone();
+    assert_eq!(named.matches("h2:not-this-one").count(), 1, "{named}");
+    assert!(
+        named.ends_with(&format!("captf.io/approve-destructive-plan={approval}")),
+        "{named}"
+    );
+    let all = jobs.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        !all.iter().any(|j| j
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("captf.io/approval-hash"))
+            == Some(&approval)
+            && j.metadata.name.as_deref() != Some(blocked_job.as_str())),
+        "no apply started under the wrong approval"
+    );
+
     // Approving the approval hash applies the change, which consumes the
     // approval and records the new exports.
     ns.api::<TerraformMachinePool>()
@@ -431,6 +477,14 @@ async fn an_exports_change_that_replaces_the_group_waits_for_its_approval_hash()
             && notes[0].contains("captf.io/approve-destructive-plan"),
         "{}",
         notes[0]
+    );
+    // And once more when it succeeded, on the pool.
+    let applied = support::event_notes(&ns, "PlanApplied").await;
+    assert_eq!(applied.len(), 1, "{applied:?}");
+    assert!(
+        applied[0].contains(&approved_jobs[0]) && applied[0].contains(&approval),
+        "{}",
+        applied[0]
     );
 }
 

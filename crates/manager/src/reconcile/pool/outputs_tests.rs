@@ -91,6 +91,29 @@ fn the_provisioned_latch_turns_on_once_health_is_past_pending() {
 }
 
 #[test]
+fn more_instances_than_the_status_holds_are_cut_and_said_so() {
+    let obj = pool(json!(null));
+    let ids: Vec<String> = (0..1_001).map(|i| format!("noop:///{i:04}")).collect();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let cases = [
+        (1_000, "OutputsValid", 1_000),
+        (1_001, "InstancesTruncated", 1_000),
+    ];
+    for (reported, reason, kept) in cases {
+        let p = plan_pool_outputs(&obj, &state(outputs(&refs[..reported], "running")), false);
+        assert_eq!(p.outputs_valid.status, "True", "{reported} instances");
+        assert_eq!(p.outputs_valid.reason, reason, "{reported} instances");
+        assert_eq!(p.instances.unwrap().unwrap().len(), kept, "{reported}");
+        // The provider IDs are not cut: Cluster API matches every Node.
+        let patch = p.spec_patch.unwrap();
+        assert_eq!(
+            patch["spec"]["providerIDList"].as_array().unwrap().len(),
+            reported
+        );
+    }
+}
+
+#[test]
 fn unwritable_outputs_write_nothing_and_say_why() {
     let p = plan_pool_outputs(
         &pool(json!(null)),
