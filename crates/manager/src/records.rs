@@ -224,7 +224,11 @@ impl InputsRecord {
                 identity: optional(annotations::IDENTITY),
                 identity_kind: optional(annotations::IDENTITY_KIND),
                 job: optional(annotations::JOB),
-                unconfirmed_apply: optional(annotations::UNCONFIRMED_APPLY),
+                // Earlier releases marked a vanished apply with
+                // `captf.io/interrupted-apply`: the same mark, read as such
+                // (`write_record` removes the old key once it wrote the new).
+                unconfirmed_apply: optional(annotations::UNCONFIRMED_APPLY)
+                    .or_else(|| optional(annotations::INTERRUPTED_APPLY)),
                 // A list that does not parse is no list: the next Job tries
                 // the pinned image again and falls back again if it must.
                 unpullable_images: optional(annotations::UNPULLABLE_IMAGES)
@@ -524,6 +528,46 @@ mod tests {
         );
         assert!(!ann.contains_key("captf.io/image-digest"));
         assert_eq!(InputsRecord::from_secret_parts(&data, &ann).unwrap(), r);
+    }
+
+    #[test]
+    fn the_legacy_interrupted_apply_key_reads_as_the_unconfirmed_mark() {
+        let (data, ann) = record().to_secret_parts();
+        let read = |extra: &[(&str, &str)]| {
+            let mut ann = ann.clone();
+            ann.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            InputsRecord::from_secret_parts(&data, &ann)
+                .unwrap()
+                .meta
+                .unconfirmed_apply
+        };
+        let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+            (&[], None),
+            (&[("captf.io/interrupted-apply", "j-old")], Some("j-old")),
+            (&[("captf.io/unconfirmed-apply", "j-new")], Some("j-new")),
+            (
+                &[
+                    ("captf.io/interrupted-apply", "j-old"),
+                    ("captf.io/unconfirmed-apply", "j-new"),
+                ],
+                Some("j-new"),
+            ),
+            (&[("captf.io/interrupted-apply", "")], None),
+        ];
+        for (extra, wanted) in cases {
+            assert_eq!(read(extra).as_deref(), *wanted, "{extra:?}");
+        }
+        // Written back, only the current key is used.
+        let mut marked = record();
+        marked.meta.unconfirmed_apply = Some("j-old".into());
+        let (_, written) = marked.to_secret_parts();
+        assert!(!written.contains_key("captf.io/interrupted-apply"));
+        assert_eq!(
+            written
+                .get("captf.io/unconfirmed-apply")
+                .map(String::as_str),
+            Some("j-old")
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 
+use captf_api::names::annotations;
+
 use crate::rbac;
 use crate::records::{InputsRecord, RecordError};
 
@@ -56,12 +58,35 @@ pub async fn write_record(
     let mut value = serde_json::to_value(&secret).expect("a Secret serializes");
     value["apiVersion"] = "v1".into();
     value["kind"] = "Secret".into();
-    api.patch(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&value),
-    )
-    .await?;
+    let stored = api
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&value),
+        )
+        .await?;
+    // A record an earlier release wrote may carry its `interrupted-apply`
+    // mark, which this apply does not own and so cannot remove; the mark
+    // now lives under the current key (or was cleared), so the old key
+    // goes, with a merge patch, once. Until then it reads as the same mark,
+    // never as a less safe state.
+    let legacy = annotations::INTERRUPTED_APPLY;
+    if stored
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(legacy))
+    {
+        api.patch(
+            name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..Default::default()
+            },
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {legacy: null}}})),
+        )
+        .await?;
+    }
     Ok(())
 }
 

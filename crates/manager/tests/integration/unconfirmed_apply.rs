@@ -161,13 +161,20 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
     // The module can run now: only the hold keeps the apply from starting.
     insert_module(env, &module, module_image(tmp.path(), "cluster", "v1", &[])).await;
     annotate(&ns, "live", "captf-c-live-apply-a9-000000").await;
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-    let tc = tcs.get("live").await.unwrap();
-    assert_eq!(
-        reason(&tc, "StateReadable"),
-        Some(("False".into(), "ApplyOutcomeUnknown".into())),
-        "a confirmation naming another Job is ignored"
-    );
+    // Ignored, and said so by the pass that read it, which started nothing.
+    eventually("the other Job's confirmation to be named", 60, || async {
+        let tc = tcs.get("live").await.ok()?;
+        let c = tc
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "StateReadable")?;
+        (c.reason == "ApplyOutcomeUnknown"
+            && c.message
+                .contains("\"captf-c-live-apply-a9-000000\", not this Job, and is ignored"))
+        .then_some(())
+    })
+    .await;
     let all = jobs.list(&ListParams::default()).await.unwrap().items;
     assert!(
         applies(&all).is_empty(),
@@ -273,8 +280,16 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
         .delete("gone", &DeleteParams::default())
         .await
         .unwrap();
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-    let tc = tcs.get("gone").await.unwrap();
+    let tc = eventually("the deletion to wait on the hold", 60, || async {
+        let tc = tcs.get("gone").await.ok()?;
+        let waits = tc.status.as_ref()?.conditions.as_ref()?.iter().any(|c| {
+            c.type_ == "Deleting"
+                && c.message
+                    .starts_with("the deletion waits, keeping the finalizer")
+        });
+        waits.then_some(tc)
+    })
+    .await;
     assert!(
         tc.metadata.deletion_timestamp.is_some(),
         "the deletion is under way"
@@ -342,6 +357,84 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
     annotate(&ns, "orphaned", &lost).await;
     eventually("orphaned released", 120, || async {
         tcs.get_opt("orphaned").await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// An attempt record written by an earlier release, whose mark of a
+/// vanished apply is `captf.io/interrupted-apply`: read as the same mark
+/// (RESOLUTIONS 26), it holds the object as the current one does; the
+/// operator's confirmation releases it, and the rewritten record carries
+/// neither key (the old one is not this manager's to drop with its own
+/// server-side apply, so it is removed on its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_interrupted_apply_mark_holds_alike_and_goes_on_release() {
+    use captf_manager::names::WorkloadKind;
+    use captf_manager::records::{InputsRecord, RecordMeta, attempt_record_name, record_labels};
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    insert_manager(env, ns.name()).await;
+    install_runner_role(&ns.client()).await;
+    let tcs = ns.api::<TerraformCluster>();
+    // An image the node never has: whatever apply starts cannot run.
+    let image = format!("{}-unpulled", module_ref("cluster", ns.name()));
+    create_cluster(&ns, "legacy", &image).await;
+    let tc = tcs.get("legacy").await.unwrap();
+    let lost = "captf-c-legacy-apply-a1-0a0a0a";
+    let record = InputsRecord {
+        main_tf_json: "{}".into(),
+        tfvars_json: "{}".into(),
+        meta: RecordMeta {
+            inputs_hash: "h2:0".into(),
+            image: image.clone(),
+            job: Some(lost.into()),
+            ..Default::default()
+        },
+        exports: Default::default(),
+    };
+    let (data, mut annotations) = record.to_secret_parts();
+    annotations.insert("captf.io/interrupted-apply".into(), lost.into());
+    let name = attempt_record_name(WorkloadKind::Cluster, "legacy");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": record_labels(WorkloadKind::Cluster, "legacy"),
+                     "annotations": annotations,
+                     "ownerReferences": [{"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+                                          "kind": "TerraformCluster", "name": "legacy",
+                                          "uid": tc.metadata.uid}]},
+        "data": data,
+    }))
+    .unwrap();
+    let secrets = ns.api::<Secret>();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    let _manager = start_manager(ns.client(), ns.name());
+    let held = eventually("held with ApplyOutcomeUnknown", 120, || async {
+        let tc = tcs.get("legacy").await.ok()?;
+        let c = tc
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "StateReadable")?;
+        (c.status == "False" && c.reason == "ApplyOutcomeUnknown").then_some(c)
+    })
+    .await;
+    assert!(held.message.contains(lost), "{}", held.message);
+    let jobs = ns.api::<Job>();
+    assert!(
+        applies(&jobs.list(&ListParams::default()).await.unwrap().items).is_empty(),
+        "no apply while held"
+    );
+
+    annotate(&ns, "legacy", lost).await;
+    eventually("an apply and a record with neither mark", 120, || async {
+        let started = !applies(&jobs.list(&ListParams::default()).await.ok()?.items).is_empty();
+        let marks = secrets.get(&name).await.ok()?.metadata.annotations?;
+        let unmarked = !marks.contains_key("captf.io/interrupted-apply")
+            && !marks.contains_key("captf.io/unconfirmed-apply");
+        (started && unmarked).then_some(())
     })
     .await;
 }
