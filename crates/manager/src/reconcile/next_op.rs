@@ -123,7 +123,8 @@ pub fn decide_op<K: Workload>(
     }
     let ever_applied = provisioned || last_success(&records, Op::Apply).is_some();
     let unconfirmed_apply = stored.unconfirmed_apply.is_some();
-    let state = state_view(&stored.read, ever_applied, unconfirmed_apply);
+    let mut state = state_view(&stored.read, ever_applied, unconfirmed_apply);
+    state.held |= stored.origin_unknown;
     let last_check = status_time(obj, status, CheckTime::LastDriftCheck);
     let last_refresh = status_time(obj, status, CheckTime::LastRefresh);
     let last_apply_success = last_success(&records, Op::Apply);

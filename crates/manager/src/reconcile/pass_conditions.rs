@@ -86,6 +86,35 @@ pub(super) fn deleting_condition(
     value
 }
 
+/// `Deleting` while the state holds the deletion (lost, unreadable, or an
+/// apply of unknown outcome): the finalizer stays and nothing is
+/// destroyed, which the condition says instead of "destroying".
+pub(super) fn explain_held_deletion(
+    status: &mut Draft,
+    decision: &crate::engine::decide::Decision,
+) {
+    if decision.reason != crate::engine::decide::Reason::DeletionHeld {
+        return;
+    }
+    let held_by = status
+        .get(conditions::STATE_READABLE)
+        .map(|c| c.reason.clone())
+        .unwrap_or_default();
+    let mut value = ConditionValue {
+        status: ConditionStatus::True,
+        reason: reasons::DELETING,
+        message: format!(
+            "the deletion waits, keeping the finalizer: StateReadable={held_by} holds it (see that condition for the way out, or set spec.deletionPolicy: Retain)"
+        ),
+    };
+    if let Some(c) = status.get(conditions::DELETING)
+        && c.message.contains(ABANDON_IGNORED)
+    {
+        value.message = format!("{}; {ABANDON_IGNORED}", value.message);
+    }
+    status.set(conditions::DELETING, &value);
+}
+
 pub(super) fn paused_condition(paused: bool) -> ConditionValue {
     if paused {
         ConditionValue {
@@ -221,6 +250,60 @@ mod tests {
             assert_eq!(status, want, "health {health:?}: {message}");
             if want != "True" {
                 assert!(message.contains("InfrastructureHealthy"), "{message}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_held_deletion_says_it_waits_and_what_holds_it() {
+        use crate::engine::decide::{Action, Decision, Reason};
+        let decision = |reason| Decision {
+            action: Action::Wait,
+            reason,
+            backoff: false,
+            requeue: None,
+        };
+        let cases = [
+            (
+                Reason::DeletionHeld,
+                false,
+                Some("StateReadable=StateLost holds it"),
+            ),
+            (
+                Reason::DeletionHeld,
+                true,
+                Some("StateReadable=StateLost holds it"),
+            ),
+            (Reason::Deleting, false, None),
+            (Reason::StateHeld, false, None),
+        ];
+        for (reason, abandon, wanted) in cases {
+            let mut draft = Draft::new(&[], 1, std::time::SystemTime::UNIX_EPOCH);
+            let lost = ConditionValue {
+                status: ConditionStatus::False,
+                reason: reasons::STATE_LOST,
+                message: String::new(),
+            };
+            draft.set(conditions::STATE_READABLE, &lost);
+            let before = deleting_condition(true, false, abandon);
+            draft.set(conditions::DELETING, &before);
+            explain_held_deletion(&mut draft, &decision(reason));
+            let after = draft.get(conditions::DELETING).unwrap();
+            assert_eq!(
+                (after.status.as_str(), after.reason.as_str()),
+                ("True", reasons::DELETING)
+            );
+            match wanted {
+                Some(text) => {
+                    assert!(
+                        after.message.contains(text),
+                        "{reason:?}: {}",
+                        after.message
+                    );
+                    assert!(after.message.contains("keeping the finalizer"));
+                    assert_eq!(after.message.contains(ABANDON_IGNORED), abandon);
+                }
+                None => assert_eq!(after.message, before.message, "{reason:?}"),
             }
         }
     }

@@ -57,6 +57,10 @@ pub struct Stored {
     pub ever_applied: bool,
     /// The apply whose outcome is unknown and still in force, if any.
     pub unconfirmed_apply: Option<String>,
+    /// A provisioned machine's state carries no inputs hash: nothing says
+    /// it was applied from the machine's inputs, so it is held as lost
+    /// (RESOLUTIONS 32) and never applied over.
+    pub origin_unknown: bool,
     /// The backup a live `captf.io/restore-state` request asks to restore.
     pub restore: Option<crate::state::backups::RestoreTarget>,
     /// What the reads put in the status (the plan sets it first).
@@ -106,7 +110,7 @@ impl ReadReport {
     pub fn for_plan_tests(read: &Result<StateSummary, StateError>, ever_applied: bool) -> Self {
         ReadReport {
             suffix: "test".into(),
-            readable: readable_condition(read, ever_applied, None),
+            readable: readable_condition(read, ever_applied, None, None),
             seen_serial: None,
             restore_not_found: None,
         }
@@ -155,7 +159,22 @@ pub async fn read_stored<K: Workload>(
         }
         unconfirmed = None;
     }
-    let readable = readable_condition(&read, ever_applied, unconfirmed.as_deref());
+    // A Job booked this pass may be adopting the state with its hash now.
+    let origin_unknown = !p.shared.mutable
+        && obj.provisioned()
+        && p.booked.newly.is_empty()
+        && read.as_ref().is_ok_and(|s| s.inputs_hash.is_none());
+    let readable = if origin_unknown {
+        state_of_unknown_origin()
+    } else {
+        let confirmation = obj.annotations().get(annotations::CONFIRM_NO_RESOURCES);
+        readable_condition(
+            &read,
+            ever_applied,
+            unconfirmed.as_deref(),
+            confirmation.map(String::as_str),
+        )
+    };
     // A lock reported held by someone else is looked at again each pass
     // until it is gone (one GET while it lasts; none otherwise).
     let was_locked = obj
@@ -187,18 +206,25 @@ pub async fn read_stored<K: Workload>(
         attempt,
         ever_applied,
         unconfirmed_apply: unconfirmed,
+        origin_unknown,
         restore,
         report,
         effects,
     })
 }
 
+/// Longest part of a confirmation naming another Job quoted back.
+const QUOTED_CONFIRMATION_MAX: usize = 100;
+
 /// `StateReadable` from the state read, whether the object ever applied,
-/// and the apply of unknown outcome still in force, if any.
+/// the apply of unknown outcome still in force, if any, and the object's
+/// `captf.io/confirm-no-resources` (one naming another Job is ignored, and
+/// said so).
 pub(super) fn readable_condition(
     read: &Result<StateSummary, StateError>,
     ever_applied: bool,
     unconfirmed: Option<&str>,
+    confirmation: Option<&str>,
 ) -> ConditionValue {
     // The backend writes an empty state at `init`: one that records
     // nothing holds no more than none.
@@ -208,16 +234,44 @@ pub(super) fn readable_condition(
         Err(_) => false,
     };
     match unconfirmed {
-        Some(job) if no_record && !ever_applied => ConditionValue {
-            status: ConditionStatus::False,
-            reason: reasons::APPLY_OUTCOME_UNKNOWN,
-            message: format!(
-                "apply Job {job} ended without a result, failed in its apply step, or disappeared, and no state records anything: it may have created resources nothing records. \
-                 Check the infrastructure, then set {}={job} (or restore a backup, or delete with deletionPolicy Retain)",
-                annotations::CONFIRM_NO_RESOURCES
-            ),
-        },
+        Some(job) if no_record && !ever_applied => {
+            let key = annotations::CONFIRM_NO_RESOURCES;
+            let ignored = match confirmation.filter(|c| *c != job) {
+                Some(other) => {
+                    let quoted: String = other.chars().take(QUOTED_CONFIRMATION_MAX).collect();
+                    let cut = if quoted.len() < other.len() {
+                        "…"
+                    } else {
+                        ""
+                    };
+                    format!(" {key} names {quoted:?}{cut}, not this Job, and is ignored.")
+                }
+                None => String::new(),
+            };
+            ConditionValue {
+                status: ConditionStatus::False,
+                reason: reasons::APPLY_OUTCOME_UNKNOWN,
+                message: format!(
+                    "apply Job {job} ended without a result, failed in its apply step, or disappeared, and no state records anything: it may have created resources nothing records.{ignored} \
+                     Check the infrastructure, then set {key}={job} (or restore a backup, or delete with deletionPolicy Retain)"
+                ),
+            }
+        }
         _ => state_readable(read, ever_applied),
+    }
+}
+
+/// `StateReadable` of a provisioned machine whose state carries no inputs
+/// hash: lost, with the ways out.
+fn state_of_unknown_origin() -> ConditionValue {
+    ConditionValue {
+        status: ConditionStatus::False,
+        reason: reasons::STATE_LOST,
+        message: format!(
+            "the state carries no inputs hash, so nothing shows it was applied from this machine's inputs; a provisioned machine is never applied over it. \
+             Restore a backup ({}) or delete the machine with deletionPolicy Retain",
+            annotations::RESTORE_STATE
+        ),
     }
 }
 
@@ -377,16 +431,40 @@ mod tests {
             (&corrupt, true, None, "False", reasons::STATE_CORRUPT),
         ];
         for (read, ever_applied, unconfirmed, status, reason) in cases {
-            let c = readable_condition(read, ever_applied, unconfirmed);
+            let c = readable_condition(read, ever_applied, unconfirmed, None);
             assert_eq!(
                 (c.status.as_str(), c.reason),
                 (status, reason),
                 "{read:?} {ever_applied} {unconfirmed:?}"
             );
         }
-        let held = readable_condition(&missing, false, Some("apply-1"));
+        let held = readable_condition(&missing, false, Some("apply-1"), None);
         assert!(held.message.contains("apply-1"), "{}", held.message);
         assert!(held.message.contains(annotations::CONFIRM_NO_RESOURCES));
+        assert!(!held.message.contains("ignored"), "{}", held.message);
+        // A confirmation naming another Job is named once, and the way out
+        // stays the message's end; the matching one is not mentioned.
+        let other = readable_condition(&missing, false, Some("apply-1"), Some("apply-0"));
+        assert_eq!(
+            other.message.matches("apply-0").count(),
+            1,
+            "{}",
+            other.message
+        );
+        assert!(
+            other.message.contains(
+                "captf.io/confirm-no-resources names \"apply-0\", not this Job, and is ignored."
+            ),
+            "{}",
+            other.message
+        );
+        assert!(
+            other
+                .message
+                .ends_with(&held.message[held.message.find(" Check").unwrap()..])
+        );
+        let same = readable_condition(&missing, false, Some("apply-1"), Some("apply-1"));
+        assert_eq!(same.message, held.message);
     }
 
     fn pool(

@@ -665,7 +665,8 @@ async fn an_identity_holds_the_cluster_until_it_allows_the_namespace() {
         condition(tc, "IdentityAllowed").is_some_and(|c| c.status == "False")
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // The status is a pass's last write: the pass that wrote this one
+    // created no Job before it, or the Job would be listed now.
     let jobs: Api<Job> = ns.api();
     assert!(
         jobs.list(&ListParams::default())

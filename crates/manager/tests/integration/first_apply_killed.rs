@@ -253,26 +253,24 @@ async fn a_first_apply_killed_without_a_result_holds_every_kind_until_confirmed(
         assert!(message.contains(CONFIRM), "{message}");
     }
 
-    // A confirmation naming another Job is ignored; nothing applies again.
-    annotate::<TerraformCluster>(&ns, "lost", "captf-c-lost-apply-a9-000000").await;
-    annotate::<TerraformMachinePool>(&ns, "pool-a", "captf-mp-pool-a-apply-a9-000000").await;
-    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
-    for (reason, name) in [
-        (
-            state_readable::<TerraformCluster>(&ns, "lost").await,
-            "lost",
-        ),
-        (
-            state_readable::<TerraformMachinePool>(&ns, "pool-a").await,
-            "pool-a",
-        ),
-    ] {
-        assert_eq!(
-            reason.map(|r| r.0).as_deref(),
-            Some("ApplyOutcomeUnknown"),
-            "{name}: a confirmation naming another Job is ignored"
-        );
-    }
+    // A confirmation naming another Job is ignored, and the hold says so
+    // (the pass that read it wrote that, and started nothing); nothing
+    // applies again.
+    let wrong_cluster = "captf-c-lost-apply-a9-000000";
+    let wrong_pool = "captf-mp-pool-a-apply-a9-000000";
+    annotate::<TerraformCluster>(&ns, "lost", wrong_cluster).await;
+    annotate::<TerraformMachinePool>(&ns, "pool-a", wrong_pool).await;
+    let ignored = |wrong: &str| format!("{CONFIRM} names {wrong:?}, not this Job, and is ignored");
+    eventually("the wrong confirmations to be named", 120, || async {
+        let (cluster_reason, cluster) = state_readable::<TerraformCluster>(&ns, "lost").await?;
+        let (pool_reason, pool) = state_readable::<TerraformMachinePool>(&ns, "pool-a").await?;
+        (cluster_reason == "ApplyOutcomeUnknown"
+            && pool_reason == "ApplyOutcomeUnknown"
+            && cluster.contains(&ignored(wrong_cluster))
+            && pool.contains(&ignored(wrong_pool)))
+        .then_some(())
+    })
+    .await;
     for (name, job) in [
         ("lost", &lost_cluster),
         ("pool-a", &lost_pool),
@@ -296,13 +294,18 @@ async fn a_first_apply_killed_without_a_result_holds_every_kind_until_confirmed(
         .await
         .unwrap();
     let pools = ns.api::<TerraformMachinePool>();
-    eventually("the pool's deletion under way", 120, || async {
+    // The pass that saw the deletion says it waits (and started nothing).
+    let p = eventually("the pool's deletion to wait on the hold", 120, || async {
         let p = pools.get("pool-a").await.ok()?;
-        p.metadata.deletion_timestamp.is_some().then_some(())
+        let deleting = p.status.as_ref()?.conditions.as_ref()?.iter().any(|c| {
+            c.type_ == "Deleting"
+                && c.message.contains(
+                    "the deletion waits, keeping the finalizer: StateReadable=ApplyOutcomeUnknown",
+                )
+        });
+        (p.metadata.deletion_timestamp.is_some() && deleting).then_some(p)
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
-    let p = pools.get("pool-a").await.unwrap();
     assert!(
         p.finalizers()
             .iter()

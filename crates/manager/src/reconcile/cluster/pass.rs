@@ -158,6 +158,7 @@ pub fn plan(
     );
     let view = inputs_applied::view(p, read, current.as_ref());
     inputs_applied::set(p, &mut status, &view, Some(&decision));
+    crate::reconcile::pass_conditions::explain_held_deletion(&mut status, &decision);
     let ending = match decision.action.clone() {
         Decided::Start {
             op,

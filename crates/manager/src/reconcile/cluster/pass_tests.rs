@@ -70,6 +70,7 @@ fn snapshot(read: Result<StateSummary, StateError>, dependents: &[&str]) -> Clus
             applied: None,
             attempt: None,
             unconfirmed_apply: None,
+            origin_unknown: false,
             restore: None,
             effects: Vec::new(),
         },

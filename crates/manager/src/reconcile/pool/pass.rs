@@ -137,6 +137,7 @@ pub fn plan(
         now,
     );
     inputs_applied::set(p, &mut status, &view, Some(&decision));
+    crate::reconcile::pass_conditions::explain_held_deletion(&mut status, &decision);
     let ending = match next_op::decided_ending(
         obj,
         p,

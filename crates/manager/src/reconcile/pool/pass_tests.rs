@@ -116,6 +116,7 @@ fn snapshot(read: Result<StateSummary, StateError>, sources: VariableSources) ->
             applied: None,
             attempt: None,
             unconfirmed_apply: None,
+            origin_unknown: false,
             restore: None,
             effects: Vec::new(),
         },

@@ -233,3 +233,56 @@ async fn a_deleted_machine_destroys_then_lets_its_finalizer_go() {
         "its state is gone"
     );
 }
+
+/// RESOLUTIONS 32: a provisioned machine whose state carries no inputs hash
+/// (nothing shows it was applied from the machine's inputs) is held as
+/// lost, said once with a Warning, and no Job runs over it.
+#[tokio::test]
+async fn a_provisioned_machine_whose_state_has_no_inputs_hash_is_held_as_lost() {
+    let world = converged().await;
+    let state = state_secret(&state_suffix(WorkloadKind::Machine, NS, "m-1"));
+    world.fake.update(SECRETS, NS, &state, |s| {
+        s["metadata"]["annotations"] = json!({});
+    });
+    world.forget_settled(TERRAFORM_MACHINES, "m-1");
+    let mut world = world;
+    let announced = |world: &World, from: usize| -> Vec<String> {
+        world.mock.calls()[from..]
+            .iter()
+            .filter(|c| c.method == "POST" && c.path.ends_with("/events"))
+            .map(|c| c.body["reason"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let before = world.mock.calls().len();
+    let first = world.machine_pass("m-1").await;
+    assert!(!first.contains(&"POST jobs".to_owned()), "{first:?}");
+    assert_eq!(announced(&world, before), ["StateLost"]);
+    let machine = world.fake.get(TERRAFORM_MACHINES, NS, "m-1").unwrap();
+    let readable = machine["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "StateReadable")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (readable["status"].as_str(), readable["reason"].as_str()),
+        (Some("False"), Some("StateLost")),
+        "{readable}"
+    );
+    assert!(
+        readable["message"]
+            .as_str()
+            .unwrap()
+            .contains("no inputs hash"),
+        "{readable}"
+    );
+    // Held: a later pass, even one past the drift interval, starts nothing
+    // and says nothing new.
+    world.age(TERRAFORM_MACHINES, "m-1", 2);
+    world.forget_settled(TERRAFORM_MACHINES, "m-1");
+    let before = world.mock.calls().len();
+    let again = world.machine_pass("m-1").await;
+    assert!(!again.contains(&"POST jobs".to_owned()), "{again:?}");
+    assert_eq!(announced(&world, before), Vec::<String>::new());
+}
