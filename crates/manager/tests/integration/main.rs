@@ -37,6 +37,7 @@ mod runner_creates;
 mod runner_image;
 mod runner_killed;
 mod scale;
+mod schema_limits;
 mod stale_status;
 mod state_io;
 mod state_lock;
