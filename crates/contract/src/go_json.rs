@@ -9,6 +9,10 @@
 //!
 //! serde_json's compact writer differs only in leaving U+2028 and U+2029
 //! raw, so [`GoFormatter`] wraps it and escapes those two.
+//!
+//! Some values are rendered as Go's `json.Marshal` writes them instead, which
+//! also escapes `<`, `>` and `&`, in raw values it copies as well as in
+//! strings; [`html_escape`] gives that spelling.
 
 use std::io;
 
@@ -58,6 +62,26 @@ pub(crate) fn to_go_string<T: Serialize + ?Sized>(value: &T) -> String {
 /// Appends `s` as a JSON string spelled as Go writes it.
 pub(crate) fn push_go_string(out: &mut String, s: &str) {
     out.push_str(&to_go_string(s));
+}
+
+/// Valid JSON text with `<`, `>`, `&`, U+2028 and U+2029 escaped
+/// (`\u003c`, `\u003e`, `\u0026`, `\u2028`, `\u2029`), as Go's `json.Marshal`
+/// leaves every string it writes and every raw value it copies. Outside
+/// strings JSON holds none of these characters, so replacing them anywhere
+/// keeps the value; text already escaped is left as it is.
+pub(crate) fn html_escape(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Re-indents valid JSON text as Go's `json.Indent` with an indent of two
@@ -165,6 +189,28 @@ mod tests {
             to_go_string(s),
             "\"a\\u2028b\\u2029c\\u0001\\b\\f\\n\\r\\t\u{7f}/<&>\\\"\\\\é\""
         );
+    }
+
+    #[test]
+    fn html_escape_spells_text_as_go_s_marshal_does() {
+        let table = [
+            // Raw characters in strings and keys.
+            (
+                "{\"a<b\":\"x>y & z\"}",
+                "{\"a\\u003cb\":\"x\\u003ey \\u0026 z\"}",
+            ),
+            ("[\"a\u{2028}b\u{2029}c\"]", "[\"a\\u2028b\\u2029c\"]"),
+            // Already escaped text, other escapes, numbers and DEL stay.
+            (
+                "{\"s\":\"\\u003c\\\"\\n\u{7f}/\",\"n\":1e3}",
+                "{\"s\":\"\\u003c\\\"\\n\u{7f}/\",\"n\":1e3}",
+            ),
+            ("null", "null"),
+        ];
+        for (text, want) in table {
+            assert_eq!(html_escape(text), want, "{text}");
+            assert_eq!(html_escape(want), want, "idempotent on {want}");
+        }
     }
 
     #[test]

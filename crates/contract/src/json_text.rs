@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::go_json::{compact, to_go_string};
+use crate::go_json::{compact, html_escape, to_go_string};
 use crate::raw_json::{Node, node};
 
 /// One valid JSON value, kept as written (without surrounding whitespace).
@@ -67,17 +67,7 @@ impl JsonText {
     /// written, so the rendered values are the same bytes whichever
     /// implementation of the contract wrote them.
     pub fn html_escaped_string(text: &str) -> JsonText {
-        let mut out = String::with_capacity(text.len() + 2);
-        // Outside escapes, these three characters can only be string content.
-        for c in to_go_string(text).chars() {
-            match c {
-                '<' => out.push_str("\\u003c"),
-                '>' => out.push_str("\\u003e"),
-                '&' => out.push_str("\\u0026"),
-                c => out.push(c),
-            }
-        }
-        JsonText::parse(&out).expect("an escaped string is valid JSON")
+        JsonText::parse(&html_escape(&to_go_string(text))).expect("an escaped string is valid JSON")
     }
 
     /// The same text without whitespace between tokens; strings, numbers and
