@@ -20,7 +20,11 @@ pub const DNS_SUBDOMAIN_PATTERN: &str =
 /// DNS label (RFC 1123), as namespace names use.
 pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
-/// Free-form module variables: a JSON object kept verbatim by the apiserver.
+/// Free-form module variables: a JSON object, kept unpruned by the apiserver
+/// but not verbatim (it serves numbers as Go writes an int64 or a float64).
+/// `JsonText::from_served_value` gives back the exact text it serves for a
+/// value; the spec's flattened fields are buffered by serde, so a raw value
+/// could not be kept here.
 pub type Variables = serde_json::Map<String, serde_json::Value>;
 
 /// The OCI image that bundles the module with the Terraform or OpenTofu binary it runs with.

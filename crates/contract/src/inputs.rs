@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 pub use crate::bootstrap::{BootstrapData, BootstrapFormat};
-use crate::go_json::to_go_string;
+use crate::go_json::{html_escape, to_go_string};
 use crate::json_text::JsonText;
 use crate::names::{MANAGED_BY, TAG_KEYS, input_names};
 use crate::raw_json::{Node, node};
@@ -396,7 +396,10 @@ impl RoleInputs {
     }
 
     /// The inputs as `(name, value)` pairs in the contract's order, each
-    /// value as [`RoleInputs::to_json_text`] writes it.
+    /// value as the rendered values file spells it: as
+    /// [`RoleInputs::to_json_text`] writes it, except that every input of a
+    /// pool and a cluster's `cluster_network` are spelled as Go's
+    /// `json.Marshal` writes them (`<`, `>`, `&`, U+2028 and U+2029 escaped).
     pub fn fields(&self) -> Vec<(&'static str, JsonText)> {
         let text = self.to_json_text();
         let Ok(Node::Object(members)) = node(text.as_raw()) else {
@@ -409,9 +412,29 @@ impl RoleInputs {
             .zip(members)
             .map(|(name, (key, value))| {
                 debug_assert_eq!(*name, key, "inputs serialise in the contract's order");
-                (*name, JsonText::parse(value.get()).expect("valid JSON"))
+                let text = if self.html_escaped(name) {
+                    html_escape(value.get())
+                } else {
+                    value.get().to_owned()
+                };
+                (*name, JsonText::parse(&text).expect("valid JSON"))
             })
             .collect()
+    }
+
+    /// True for the inputs whose rendered text escapes `<`, `>`, `&`, U+2028
+    /// and U+2029: every input of a pool, and a cluster's `cluster_network`.
+    /// The reference implementation's types for these marshal themselves
+    /// with `json.Marshal`, which escapes them, and its file encoder copies
+    /// that output as it is; rendering the same bytes keeps the inputs
+    /// records of both implementations identical. The hashes decode strings,
+    /// so they do not depend on this.
+    fn html_escaped(&self, name: &str) -> bool {
+        match self {
+            RoleInputs::MachinePool(_) => true,
+            RoleInputs::Cluster(_) => name == "cluster_network",
+            RoleInputs::Machine(_) => false,
+        }
     }
 
     /// What the inputs hash covers (see [`MachinePoolInputs::hash_view`]).

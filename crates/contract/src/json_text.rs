@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::go_json::{compact, to_go_string};
+use crate::go_json::{compact, html_escape, push_go_marshaled, to_go_string};
 use crate::raw_json::{Node, node};
 
 /// One valid JSON value, kept as written (without surrounding whitespace).
@@ -51,6 +51,21 @@ impl JsonText {
         JsonText::parse(&value.to_string()).expect("serde_json writes valid JSON")
     }
 
+    /// The text Kubernetes' apiserver serves for `value`, a value read from
+    /// it (an inline `spec.variables` entry), which is what other
+    /// implementations of the contract hold. The apiserver keeps no literal:
+    /// it decodes a number as an int64 when it fits and as a float64
+    /// otherwise, and serves what Go's `json.Marshal` writes for the decoded
+    /// value, so `100000000000000000000` comes back with every digit and
+    /// `0.50` as `0.5`. Writing `value` the same way gives those bytes back:
+    /// integers as digits, other numbers in Go's float64 spelling, strings
+    /// with `<`, `>` and `&` escaped, object keys sorted.
+    pub fn from_served_value(value: &Value) -> JsonText {
+        let mut text = String::new();
+        push_go_marshaled(&mut text, value);
+        JsonText::parse(&text).expect("Go's spelling of a value is valid JSON")
+    }
+
     /// `{}`.
     pub fn empty_object() -> JsonText {
         JsonText::parse("{}").expect("valid JSON")
@@ -67,17 +82,7 @@ impl JsonText {
     /// written, so the rendered values are the same bytes whichever
     /// implementation of the contract wrote them.
     pub fn html_escaped_string(text: &str) -> JsonText {
-        let mut out = String::with_capacity(text.len() + 2);
-        // Outside escapes, these three characters can only be string content.
-        for c in to_go_string(text).chars() {
-            match c {
-                '<' => out.push_str("\\u003c"),
-                '>' => out.push_str("\\u003e"),
-                '&' => out.push_str("\\u0026"),
-                c => out.push(c),
-            }
-        }
-        JsonText::parse(&out).expect("an escaped string is valid JSON")
+        JsonText::parse(&html_escape(&to_go_string(text))).expect("an escaped string is valid JSON")
     }
 
     /// The same text without whitespace between tokens; strings, numbers and
@@ -259,6 +264,49 @@ mod tests {
         assert_eq!(
             text.compacted().as_str(),
             "{\"z\":0.50,\"a\":123456789012345678901234567890}"
+        );
+    }
+
+    /// Each text is what Go's `json.Marshal` writes for a value the apiserver
+    /// decoded (an int64 or a float64 for numbers): reading it into a `Value`,
+    /// as a Kubernetes client does, and writing it back gives the same bytes.
+    /// The floats include ties, where two shortest spellings are equally near
+    /// and Go takes the even one.
+    #[test]
+    fn served_values_are_written_back_as_the_apiserver_served_them() {
+        let served = [
+            "100000000000000000000",
+            "18446744073709552000",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "1e+21",
+            "999999999999999900000",
+            "1.2345678901234568e+29",
+            "1.7976931348623157e+308",
+            "0.000001",
+            "1e-7",
+            "1.5e-7",
+            "5e-324",
+            // serde_json's default float parser reads these one bit off.
+            "1.331993865736232e-34",
+            "1.2450673563822113e-76",
+            "0.5",
+            "-0",
+            "0",
+            "-895413446982392.2",
+            "248592631056.51562",
+            r#""a\u003cb\u003e \u0026 \u2028 \"q\"""#,
+            r#"{"a":[1,0.5,null,true],"b\u0026":{"x":[],"y":"z"},"c":{}}"#,
+        ];
+        for text in served {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(JsonText::from_served_value(&value).as_str(), text);
+        }
+        // Keys are sorted whatever order the value holds them in.
+        let value = serde_json::json!({"b": 1, "a": "<"});
+        assert_eq!(
+            JsonText::from_served_value(&value).as_str(),
+            r#"{"a":"\u003c","b":1}"#
         );
     }
 

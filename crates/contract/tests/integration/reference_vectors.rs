@@ -2,7 +2,9 @@
 //! render code (`tests/golden/reference/vectors.json`, with the commit and
 //! files it was run from): for each role, objects without variables, with
 //! plain and sensitive variables, with large integers, fractions and
-//! exponents, and exports hashes of `null`, fractions and odd strings.
+//! exponents, with `<`, `>`, `&` and line separators in a pool's inputs and
+//! a cluster's network, with an inline integer beyond 64 bits, and exports
+//! hashes of `null`, fractions and odd strings.
 //!
 //! Every vector must agree byte for byte: the hashed payloads and hashes,
 //! the rendered `main.tf.json` and `terraform.tfvars.json`, the exports
@@ -36,6 +38,8 @@ struct InputsVector<'a> {
     #[serde(borrow)]
     contract_inputs: &'a RawValue,
     variables: Vec<VectorVariable>,
+    /// Read as a Kubernetes client reads them: numbers decoded.
+    kubernetes_objects: Vec<Value>,
     hashed_payload: String,
     inputs_hash: String,
     /// Pools only; cluster and machine approvals are their inputs hash.
@@ -117,7 +121,7 @@ fn the_reference_s_own_golden_machine_hash_is_among_the_vectors() {
 fn every_inputs_vector_hashes_and_renders_as_the_reference() {
     with_vectors(|all| {
         assert!(
-            all.inputs_vectors.len() >= 23,
+            all.inputs_vectors.len() >= 27,
             "{} vectors",
             all.inputs_vectors.len()
         );
@@ -148,6 +152,34 @@ fn every_inputs_vector_hashes_and_renders_as_the_reference() {
                 "{id}: terraform.tfvars.json"
             );
         }
+    });
+}
+
+/// The reference holds an inline `spec.variables` value as the bytes the
+/// apiserver serves; decoded by a client and written back with
+/// [`JsonText::from_served_value`], each is the vector's `value_json`, the
+/// integer beyond 64 bits included.
+#[test]
+fn inline_variables_read_back_from_the_apiserver_are_the_reference_s_bytes() {
+    with_vectors(|all| {
+        let mut checked = Vec::new();
+        for v in &all.inputs_vectors {
+            let inline = v.kubernetes_objects[0]["spec"]["variables"].as_object();
+            for (name, value) in inline.into_iter().flatten() {
+                let held = v.variables.iter().find(|x| &x.name == name).unwrap();
+                assert_eq!(
+                    JsonText::from_served_value(value).as_str(),
+                    held.value_json,
+                    "{}: {name}",
+                    v.id
+                );
+                checked.push(format!("{}/{name}", v.id));
+            }
+        }
+        assert!(
+            checked.contains(&"cluster/inline_big_integer/big".to_owned()),
+            "{checked:?}"
+        );
     });
 }
 

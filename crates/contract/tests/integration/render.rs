@@ -200,3 +200,62 @@ fn reading_back_refuses_broken_records_without_echoing_values() {
         })
     );
 }
+
+/// `<`, `>`, `&` and the line and paragraph separators are written as
+/// `\u003c`, `\u003e`, `\u0026`, `\u2028`, `\u2029` exactly where the
+/// reference implementation's `json.Marshal` writes them: in every input of
+/// a pool (its exports included) and in a cluster's `cluster_network`. A
+/// machine's inputs, the other cluster inputs and every user variable keep
+/// them as they are.
+#[test]
+fn html_characters_are_escaped_where_the_reference_marshals_them() {
+    use captf_contract::JsonText;
+    let exports =
+        JsonText::parse("{\"rule\":\"a<b && c>d\",\"sep\":\"x\u{2028}y\u{2029}\"}").unwrap();
+    let mut pool = common::pool_full();
+    pool.captf_cluster_outputs = exports.clone();
+    pool.node_labels.insert("note".into(), "<p>".into());
+    let mut machine = common::machine_full();
+    machine.captf_cluster_outputs = exports;
+    let mut cluster = common::cluster_full();
+    cluster.control_plane_endpoint.as_mut().unwrap().host = "api<&>".into();
+    cluster.cluster_network.as_mut().unwrap().service_domain = Some("a<b>&c".into());
+    let escaped_exports = [
+        r#""rule": "a\u003cb \u0026\u0026 c\u003ed""#,
+        r#""sep": "x\u2028y\u2029""#,
+    ];
+    let raw_exports = [
+        "\"rule\": \"a<b && c>d\"",
+        "\"sep\": \"x\u{2028}y\u{2029}\"",
+    ];
+    let table: [(RoleInputs, Vec<&str>); 3] = [
+        (
+            pool.into(),
+            [&escaped_exports[..], &[r#""note": "\u003cp\u003e""#]].concat(),
+        ),
+        (machine.into(), raw_exports.to_vec()),
+        (
+            cluster.into(),
+            vec![
+                r#""host": "api<&>""#,
+                r#""service_domain": "a\u003cb\u003e\u0026c""#,
+            ],
+        ),
+    ];
+    for (inputs, want) in table {
+        let role = inputs.role();
+        let mut vars = UserVariables::new();
+        vars.insert_json(role, "note_var", "\"v<w>&x\u{2028}\"", false)
+            .unwrap();
+        for vars in [UserVariables::new(), vars] {
+            let tfvars = render_root(&inputs, &vars).unwrap().tfvars_json;
+            for part in &want {
+                assert!(tfvars.contains(part), "{role}: {part} in {tfvars}");
+            }
+            if !vars.is_empty() {
+                let raw = "\"note_var\": \"v<w>&x\u{2028}\"";
+                assert!(tfvars.contains(raw), "{role}: {tfvars}");
+            }
+        }
+    }
+}

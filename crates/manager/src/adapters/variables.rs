@@ -7,8 +7,9 @@
 //! source's bytes are kept as they are (number literals, key order), and a
 //! `String`-format value becomes a JSON string with `<`, `>` and `&`
 //! escaped, as other implementations of the contract write it. Inline
-//! `spec.variables` arrive decoded by the apiserver and are written back as
-//! serde_json writes them.
+//! `spec.variables` arrive decoded, and are written back as the apiserver
+//! served them (`JsonText::from_served_value`), which is the text other
+//! implementations hold: an integer beyond 64 bits keeps its digits.
 
 use std::collections::BTreeMap;
 
@@ -74,7 +75,7 @@ pub fn merge(
         }
     }
     for (k, v) in inline.into_iter().flatten() {
-        vars.insert(role, k, JsonText::from_value(v), false)
+        vars.insert(role, k, JsonText::from_served_value(v), false)
             .map_err(|e| invalid(format!("spec.variables.{k}: {e}")))?;
     }
     Ok(vars)
@@ -179,6 +180,25 @@ mod tests {
             "{ \"b\": 0.50, \"a\": 123456789012345678901234567890 }"
         );
         assert_eq!(text("pw"), r#""a\u003cb\u003e \u0026 \"c\"""#);
+    }
+
+    /// Inline values come through the typed object as a Kubernetes client
+    /// reads it (numbers decoded, the spec's fields buffered by serde's
+    /// flatten) and are written as the apiserver served them.
+    #[test]
+    fn inline_values_are_written_back_as_the_apiserver_served_them() {
+        use captf_api::cluster::TerraformCluster;
+        let served = r#"{"apiVersion":"infrastructure.cluster.x-k8s.io/v1alpha1","kind":"TerraformCluster",
+            "metadata":{"name":"prod","namespace":"team-a"},
+            "spec":{"source":{"image":"ghcr.io/example/m:v1"},
+            "variables":{"big":100000000000000000000,"huge":1.2345678901234568e+29,"note":"\u003ca\u0026b\u003e","ratio":0.5}}}"#;
+        let tc: TerraformCluster = serde_json::from_str(served).unwrap();
+        let vars = merge(Role::Cluster, tc.spec.workspace.variables.as_ref(), &[]).unwrap();
+        let text = |k: &str| vars.get(k).unwrap().value.as_str().to_owned();
+        assert_eq!(text("big"), "100000000000000000000");
+        assert_eq!(text("huge"), "1.2345678901234568e+29");
+        assert_eq!(text("note"), r#""\u003ca\u0026b\u003e""#);
+        assert_eq!(text("ratio"), "0.5");
     }
 
     #[test]
