@@ -541,7 +541,8 @@ mod tests {
                 .meta
                 .unconfirmed_apply
         };
-        let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+        type Annotations<'a> = &'a [(&'a str, &'a str)];
+        let cases: &[(Annotations<'_>, Option<&str>)] = &[
             (&[], None),
             (&[("captf.io/interrupted-apply", "j-old")], Some("j-old")),
             (&[("captf.io/unconfirmed-apply", "j-new")], Some("j-new")),

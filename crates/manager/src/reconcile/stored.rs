@@ -159,32 +159,9 @@ pub async fn read_stored<K: Workload>(
         }
         unconfirmed = None;
     }
-    // A Job booked this pass may be adopting the state with its hash now.
-    let origin_unknown = !p.shared.mutable
-        && obj.provisioned()
-        && p.booked.newly.is_empty()
-        && read.as_ref().is_ok_and(|s| s.inputs_hash.is_none());
-    let readable = if origin_unknown {
-        state_of_unknown_origin()
-    } else {
-        let confirmation = obj.annotations().get(annotations::CONFIRM_NO_RESOURCES);
-        readable_condition(
-            &read,
-            ever_applied,
-            unconfirmed.as_deref(),
-            confirmation.map(String::as_str),
-        )
-    };
-    // A lock reported held by someone else is looked at again each pass
-    // until it is gone (one GET while it lasts; none otherwise).
-    let was_locked = obj
-        .condition(conditions::STATE_READABLE)
-        .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
-    let readable = if was_locked && readable.status == ConditionStatus::True {
-        locked_by_other(obj, &read_lock(ctx, obj).await?.verdict).unwrap_or(readable)
-    } else {
-        readable
-    };
+    let (readable, origin_unknown) =
+        readable_of(obj, p, &read, ever_applied, unconfirmed.as_deref());
+    let readable = unless_locked_by_other(ctx, obj, readable).await?;
     let backups_kept = ctx.config.state_backups > 0;
     let owed = super::backups::owed_backup(obj, p, backups_kept, &read, &chunks);
     drop(chunks);
@@ -259,6 +236,60 @@ pub(super) fn readable_condition(
         }
         _ => state_readable(read, ever_applied),
     }
+}
+
+/// `readable`, or `StateLocked` when a lock reported held by someone else
+/// still is: looked at again each pass until it is gone (one GET while it
+/// lasts; none otherwise).
+async fn unless_locked_by_other<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    readable: ConditionValue,
+) -> Result<ConditionValue, Error> {
+    let was_locked = obj
+        .condition(conditions::STATE_READABLE)
+        .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
+    if was_locked && readable.status == ConditionStatus::True {
+        Ok(locked_by_other(obj, &read_lock(ctx, obj).await?.verdict).unwrap_or(readable))
+    } else {
+        Ok(readable)
+    }
+}
+
+/// `StateReadable` from what was read, and whether the state's origin is
+/// unknown (a provisioned machine's state without an inputs hash).
+fn readable_of<K: Workload>(
+    obj: &K,
+    p: &OpenPass,
+    read: &Result<StateSummary, StateError>,
+    ever_applied: bool,
+    unconfirmed: Option<&str>,
+) -> (ConditionValue, bool) {
+    if origin_unknown(obj, p, read) {
+        return (state_of_unknown_origin(), true);
+    }
+    let confirmation = obj.annotations().get(annotations::CONFIRM_NO_RESOURCES);
+    let readable = readable_condition(
+        read,
+        ever_applied,
+        unconfirmed,
+        confirmation.map(String::as_str),
+    );
+    (readable, false)
+}
+
+/// Whether the object is a provisioned machine whose state carries no
+/// inputs hash. Not in a pass that books a Job: it may be adopting the
+/// state with its hash now.
+fn origin_unknown<K: Workload>(
+    obj: &K,
+    p: &OpenPass,
+    read: &Result<StateSummary, StateError>,
+) -> bool {
+    !p.shared.mutable
+        && obj.provisioned()
+        && p.booked.newly.is_empty()
+        && read.as_ref().is_ok_and(|s| s.inputs_hash.is_none())
 }
 
 /// `StateReadable` of a provisioned machine whose state carries no inputs
