@@ -22,6 +22,28 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 
 /// Who writes the events.
+/// Reasons the code asked to publish that `events::MANAGER` does not name:
+/// never published, and kept so a test fails on them.
+static UNLISTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Whether `reason` is one of the documented list; an unlisted one is
+/// remembered (see [`unlisted_reasons`]) and must not be published.
+pub fn listed(reason: &str) -> bool {
+    if captf_api::names::events::MANAGER.contains(&reason) {
+        return true;
+    }
+    UNLISTED
+        .lock()
+        .expect("the unlisted reasons")
+        .push(reason.to_owned());
+    false
+}
+
+/// Every unlisted reason asked for so far in this process.
+pub fn unlisted_reasons() -> Vec<String> {
+    UNLISTED.lock().expect("the unlisted reasons").clone()
+}
+
 #[derive(Debug, Clone)]
 pub struct Reporter {
     pub controller: String,
@@ -307,5 +329,15 @@ mod tests {
             "capacity {} after a burst of {burst}",
             cache.capacity()
         );
+    }
+
+    #[test]
+    fn only_listed_reasons_are_published_and_others_are_remembered() {
+        assert!(listed("Destroyed"));
+        assert!(listed(captf_api::names::events::STATE_LOST));
+        assert!(!listed("SomethingNobodyDocumented"));
+        assert!(unlisted_reasons().contains(&"SomethingNobodyDocumented".to_owned()));
+        // A runner reason is not the manager's to publish.
+        assert!(!listed("StepStarted"));
     }
 }

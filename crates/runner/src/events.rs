@@ -50,6 +50,44 @@ pub enum EventType {
     Warning,
 }
 
+/// Every reason the runner posts, the documented list
+/// (`captf_api::names::events::RUNNER`): a reason outside it does not
+/// compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    RunStarted,
+    StepStarted,
+    StepSucceeded,
+    StepFailed,
+    PlanSummary,
+    ResourcesChanged,
+    RunFinished,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 7] = [
+        Reason::RunStarted,
+        Reason::StepStarted,
+        Reason::StepSucceeded,
+        Reason::StepFailed,
+        Reason::PlanSummary,
+        Reason::ResourcesChanged,
+        Reason::RunFinished,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::RunStarted => "RunStarted",
+            Reason::StepStarted => "StepStarted",
+            Reason::StepSucceeded => "StepSucceeded",
+            Reason::StepFailed => "StepFailed",
+            Reason::PlanSummary => "PlanSummary",
+            Reason::ResourcesChanged => "ResourcesChanged",
+            Reason::RunFinished => "RunFinished",
+        }
+    }
+}
+
 /// What one event says.
 #[derive(Debug, Clone, Copy)]
 pub struct EventText<'a> {
@@ -164,7 +202,8 @@ impl Recorder {
         })
     }
 
-    pub async fn emit(&mut self, event_type: EventType, reason: &str, action: &str, note: &str) {
+    pub async fn emit(&mut self, event_type: EventType, reason: Reason, action: &str, note: &str) {
+        let reason = reason.as_str();
         if self.failures >= MAX_CONSECUTIVE_FAILURES {
             return;
         }
@@ -194,5 +233,16 @@ impl Recorder {
                 eprintln!("runner: posting event {reason} timed out");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runners_reasons_are_the_documented_list() {
+        let ours: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(ours, captf_api::names::events::RUNNER);
     }
 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::cli::RunArgs;
 use crate::env::{mirror_cli_config, rewrite_env};
-use crate::events::{EventType, Recorder};
+use crate::events::{EventType, Reason, Recorder};
 use crate::exec::{self, Invocation, StopSignal};
 use crate::op::Op;
 use crate::plan::{self, EMPTY_PLAN_HASH, PlanKey};
@@ -63,7 +63,9 @@ impl Runner<'_> {
             args.op,
             started.elapsed().as_secs_f64()
         );
-        self.events.emit(ty, "RunFinished", "Run", &note).await;
+        self.events
+            .emit(ty, Reason::RunFinished, "Run", &note)
+            .await;
         doc
     }
 
@@ -105,7 +107,7 @@ impl Runner<'_> {
         self.events
             .emit(
                 EventType::Normal,
-                "RunStarted",
+                Reason::RunStarted,
                 "Run",
                 &redactor.redact(&note),
             )
@@ -143,7 +145,7 @@ impl Runner<'_> {
                     c.add, c.change, c.destroy, c.import
                 );
                 self.events
-                    .emit(EventType::Normal, "ResourcesChanged", "Step", &note)
+                    .emit(EventType::Normal, Reason::ResourcesChanged, "Step", &note)
                     .await;
             }
             if !accepted {
@@ -162,7 +164,7 @@ impl Runner<'_> {
                 doc.fail(kind, Some(step.name), &tail);
                 let note = format!("step {} exited {}: {tail}", step.name, out.exit);
                 self.events
-                    .emit(EventType::Warning, "StepFailed", "Step", &note)
+                    .emit(EventType::Warning, Reason::StepFailed, "Step", &note)
                     .await;
                 return;
             }
@@ -173,7 +175,7 @@ impl Runner<'_> {
                 out.elapsed.as_secs_f64()
             );
             self.events
-                .emit(EventType::Normal, "StepSucceeded", "Step", &note)
+                .emit(EventType::Normal, Reason::StepSucceeded, "Step", &note)
                 .await;
             let is_last = i + 1 == steps.len();
             if out.cancelled && !is_last {
@@ -317,7 +319,7 @@ impl Runner<'_> {
         self.events
             .emit(
                 EventType::Normal,
-                "StepStarted",
+                Reason::StepStarted,
                 "Step",
                 &format!("step {} started", step.name),
             )
@@ -401,7 +403,7 @@ impl Runner<'_> {
             c.create, c.update, c.replace, c.delete, c.import, c.moves, c.forget, c.output_changes
         );
         self.events
-            .emit(EventType::Normal, "PlanSummary", "Plan", &counts)
+            .emit(EventType::Normal, Reason::PlanSummary, "Plan", &counts)
             .await;
         match args.op {
             Op::Plan => {

@@ -3,3 +3,4 @@
 
 mod crd_descriptions;
 mod crds;
+mod events_documented;

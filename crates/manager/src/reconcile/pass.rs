@@ -115,6 +115,13 @@ pub async fn event<K: Resource<DynamicType = ()>>(
     action: &str,
     note: String,
 ) {
+    if !crate::recorder::listed(reason) {
+        tracing::error!(
+            reason,
+            "an event reason the documented list does not name; not published"
+        );
+        return;
+    }
     let ev = crate::recorder::EventSpec {
         warning,
         reason: reason.to_owned(),

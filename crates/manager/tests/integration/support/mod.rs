@@ -179,6 +179,15 @@ pub struct Manager {
 impl Drop for Manager {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
+        // Every test running the manager fails when it asked to publish an
+        // event reason the documented list does not name.
+        let unlisted = captf_manager::recorder::unlisted_reasons();
+        if !std::thread::panicking() {
+            assert!(
+                unlisted.is_empty(),
+                "event reasons outside captf_api::names::events::MANAGER: {unlisted:?}"
+            );
+        }
     }
 }
 
