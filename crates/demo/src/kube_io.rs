@@ -131,43 +131,7 @@ pub async fn table(client: &kube::Client, kind: &Kind, namespace: &str) -> Resul
 /// policy that keeps each object's runner to creating its own state's
 /// names; as `field_manager`.
 pub async fn install_runner_role(client: &kube::Client, field_manager: &str) -> Result<(), String> {
-    use captf_manager::runner_admission as admission;
-    use k8s_openapi::api::admissionregistration::v1::{
-        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-    };
-    let apply = PatchParams::apply(field_manager).force();
-    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
-    roles
-        .patch(
-            captf_manager::rbac::RUNNER,
-            &apply,
-            &Patch::Apply(captf_manager::rbac::runner_cluster_role()),
-        )
+    captf_manager::io::records::install_runner_components(client, field_manager)
         .await
-        .map_err(|e| {
-            format!(
-                "installing ClusterRole {}: {e}",
-                captf_manager::rbac::RUNNER
-            )
-        })?;
-    let failed = |e: kube::Error| format!("installing {}: {e}", admission::RUNNER_CREATES);
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-    policies
-        .patch(
-            admission::RUNNER_CREATES,
-            &apply,
-            &Patch::Apply(admission::runner_create_policy()),
-        )
-        .await
-        .map_err(failed)?;
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    bindings
-        .patch(
-            admission::RUNNER_CREATES,
-            &apply,
-            &Patch::Apply(admission::runner_create_policy_binding()),
-        )
-        .await
-        .map(drop)
-        .map_err(failed)
+        .map_err(|e| format!("installing the runner's ClusterRole and admission policy: {e}"))
 }

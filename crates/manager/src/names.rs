@@ -34,6 +34,17 @@ impl WorkloadKind {
     }
 }
 
+/// Most characters of an annotation value a condition message quotes back.
+pub const QUOTED_VALUE_MAX: usize = 100;
+
+/// An annotation value as a condition message names it: quoted, at most
+/// [`QUOTED_VALUE_MAX`] characters, an ellipsis after a cut one.
+pub fn quoted_value(value: &str) -> String {
+    let kept: String = value.chars().take(QUOTED_VALUE_MAX).collect();
+    let cut = if kept.len() < value.len() { "…" } else { "" };
+    format!("{kept:?}{cut}")
+}
+
 /// Lower-case hex of the SHA-256 of `data`.
 pub(crate) fn sha256_hex(data: &[u8]) -> String {
     Sha256::digest(data)
@@ -207,5 +218,18 @@ mod tests {
         let long = "n".repeat(64);
         assert_eq!(name_label(&long).len(), 16);
         assert_eq!(name_label(&"n".repeat(63)), "n".repeat(63));
+    }
+
+    #[test]
+    fn a_quoted_value_is_cut_at_its_bound_and_says_so() {
+        assert_eq!(quoted_value("h2:0ld"), "\"h2:0ld\"");
+        let at = "x".repeat(QUOTED_VALUE_MAX);
+        assert_eq!(quoted_value(&at), format!("{at:?}"));
+        let past = "é".repeat(QUOTED_VALUE_MAX + 1);
+        assert_eq!(
+            quoted_value(&past),
+            format!("{:?}…", "é".repeat(QUOTED_VALUE_MAX))
+        );
+        assert_eq!(quoted_value("a\"b"), "\"a\\\"b\"");
     }
 }

@@ -192,9 +192,6 @@ pub fn failed_part_way(outcome: Outcome, failed_step: Option<&str>, has_result: 
     }
 }
 
-/// Longest part of an approval annotation quoted back (a hash is 67).
-const QUOTED_APPROVAL_MAX: usize = 100;
-
 /// The `ApplyJobSucceeded=False/DestructivePlanBlocked` message of a
 /// waiting change: what stopped, an approval on the pool that names
 /// another hash (ignored, and said so once), and, last, the command that
@@ -224,15 +221,10 @@ pub fn blocked_message(
     };
     let key = captf_api::names::annotations::APPROVE_DESTRUCTIVE_PLAN;
     let ignored = match approval.filter(|a| *a != approval_hash) {
-        Some(other) => {
-            let quoted: String = other.chars().take(QUOTED_APPROVAL_MAX).collect();
-            let cut = if quoted.len() < other.len() {
-                "…"
-            } else {
-                ""
-            };
-            format!("; {key} names {quoted:?}{cut}, not this change's hash, and is ignored")
-        }
+        Some(other) => format!(
+            "; {key} names {}, not this change's hash, and is ignored",
+            crate::names::quoted_value(other)
+        ),
         None => String::new(),
     };
     format!(

@@ -215,3 +215,42 @@ pub async fn ensure_object_runner(
         .await?;
     Ok(())
 }
+
+/// Installs what the components install for runners, as `field_manager`
+/// (server-side apply): the namespace-wide `captf-runner` ClusterRole and
+/// the admission policy, with its binding, that keeps each object's runner
+/// to creating its own state's names. For the demo and the tests, which run
+/// the manager without the components.
+pub async fn install_runner_components(
+    client: &kube::Client,
+    field_manager: &str,
+) -> Result<(), kube::Error> {
+    use crate::runner_admission as admission;
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let apply = PatchParams::apply(field_manager).force();
+    Api::<ClusterRole>::all(client.clone())
+        .patch(
+            rbac::RUNNER,
+            &apply,
+            &Patch::Apply(rbac::runner_cluster_role()),
+        )
+        .await?;
+    Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .patch(
+            admission::RUNNER_CREATES,
+            &apply,
+            &Patch::Apply(admission::runner_create_policy()),
+        )
+        .await?;
+    Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+        .patch(
+            admission::RUNNER_CREATES,
+            &apply,
+            &Patch::Apply(admission::runner_create_policy_binding()),
+        )
+        .await?;
+    Ok(())
+}

@@ -190,9 +190,6 @@ pub async fn read_stored<K: Workload>(
     })
 }
 
-/// Longest part of a confirmation naming another Job quoted back.
-const QUOTED_CONFIRMATION_MAX: usize = 100;
-
 /// `StateReadable` from the state read, whether the object ever applied,
 /// the apply of unknown outcome still in force, if any, and the object's
 /// `captf.io/confirm-no-resources` (one naming another Job is ignored, and
@@ -214,15 +211,10 @@ pub(super) fn readable_condition(
         Some(job) if no_record && !ever_applied => {
             let key = annotations::CONFIRM_NO_RESOURCES;
             let ignored = match confirmation.filter(|c| *c != job) {
-                Some(other) => {
-                    let quoted: String = other.chars().take(QUOTED_CONFIRMATION_MAX).collect();
-                    let cut = if quoted.len() < other.len() {
-                        "…"
-                    } else {
-                        ""
-                    };
-                    format!(" {key} names {quoted:?}{cut}, not this Job, and is ignored.")
-                }
+                Some(other) => format!(
+                    " {key} names {}, not this Job, and is ignored.",
+                    crate::names::quoted_value(other)
+                ),
                 None => String::new(),
             };
             ConditionValue {

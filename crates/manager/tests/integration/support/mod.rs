@@ -9,8 +9,7 @@ use captf_images::layout::ImageSpec;
 use captf_images::recipes;
 use captf_manager::rbac;
 use captf_manager::reconcile::{Config, Context, controllers};
-use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 
 /// The manager (runner) image of one test namespace: each namespace has
 /// references of its own, so no test's image removal reaches another's.
@@ -104,36 +103,7 @@ pub fn module_image(tmp: &Path, role: &str, tag: &str, extra: &[(&str, &str)]) -
 /// ClusterRole and the admission policy that keeps each object's runner to
 /// creating its own state's names.
 pub async fn install_runner_role(client: &kube::Client) {
-    use captf_manager::runner_admission as admission;
-    use k8s_openapi::api::admissionregistration::v1::{
-        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-    };
-    let apply = PatchParams::apply("captf-e2e").force();
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    roles
-        .patch(
-            rbac::RUNNER,
-            &apply,
-            &Patch::Apply(rbac::runner_cluster_role()),
-        )
-        .await
-        .unwrap();
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-    policies
-        .patch(
-            admission::RUNNER_CREATES,
-            &apply,
-            &Patch::Apply(admission::runner_create_policy()),
-        )
-        .await
-        .unwrap();
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    bindings
-        .patch(
-            admission::RUNNER_CREATES,
-            &apply,
-            &Patch::Apply(admission::runner_create_policy_binding()),
-        )
+    captf_manager::io::records::install_runner_components(client, "captf-e2e")
         .await
         .unwrap();
 }
@@ -275,6 +245,7 @@ pub fn job_args(job: &k8s_openapi::api::batch::v1::Job) -> Vec<String> {
 
 pub mod clusters;
 pub mod faults;
+pub mod job_log;
 pub mod manager_process;
 pub mod many_pools;
 pub mod moving;
@@ -316,6 +287,96 @@ pub async fn create_capi_cluster(
         .await
         .unwrap();
     cluster
+}
+
+/// Changes the attributes of `resource` in the state of `kind` `name` with
+/// `change` (and bumps the serial), as a change made to the
+/// infrastructure behind the manager's back shows at the next refresh;
+/// returns the state Secret's name.
+#[allow(dead_code)]
+pub async fn tamper_with_resource(
+    ns: &captf_testenv::TestNamespace,
+    kind: captf_manager::names::WorkloadKind,
+    name: &str,
+    resource: &str,
+    change: impl FnOnce(&mut serde_json::Value),
+) -> String {
+    use k8s_openapi::api::core::v1::Secret;
+    use std::io::{Read, Write};
+    let secrets: kube::Api<Secret> = ns.api();
+    let suffix = captf_manager::names::state_suffix(kind, ns.name(), name);
+    let state_name = captf_manager::names::state_secret(&suffix);
+    let secret = secrets.get(&state_name).await.expect("the state Secret");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&secret.data.as_ref().unwrap()["tfstate"].0[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    let mut state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    state["serial"] = serde_json::json!(state["serial"].as_u64().unwrap() + 1);
+    let found = state["resources"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["mode"] == "managed" && r["name"] == resource)
+        .unwrap_or_else(|| panic!("resource {resource} in the state"));
+    change(&mut found["instances"][0]["attributes"]);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(state.to_string().as_bytes()).unwrap();
+    let mut changed = secret.clone();
+    changed.data.as_mut().unwrap().insert(
+        "tfstate".into(),
+        k8s_openapi::ByteString(gz.finish().unwrap()),
+    );
+    secrets
+        .replace(&state_name, &kube::api::PostParams::default(), &changed)
+        .await
+        .unwrap();
+    state_name
+}
+
+/// The note of an event of `reason` and `type_` about `kind` `name`, once
+/// there is one (the manager's go out before the status showing their
+/// cause; the runner's while its Job runs).
+#[allow(dead_code)]
+pub async fn expect_event(
+    ns: &captf_testenv::TestNamespace,
+    reason: &str,
+    type_: &str,
+    kind: &str,
+    name: &str,
+) -> String {
+    expect_event_noting(ns, reason, type_, kind, name, "").await
+}
+
+/// [`expect_event`] for an event whose note contains `text`.
+#[allow(dead_code)]
+pub async fn expect_event_noting(
+    ns: &captf_testenv::TestNamespace,
+    reason: &str,
+    type_: &str,
+    kind: &str,
+    name: &str,
+    text: &str,
+) -> String {
+    let what = format!("a {type_} {reason} event about {kind} {name} noting {text:?}");
+    captf_testenv::eventually(&what, 30, || async {
+        ns.api::<k8s_openapi::api::events::v1::Event>()
+            .list(&kube::api::ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.type_.as_deref() == Some(type_)
+                    && e.regarding.as_ref().is_some_and(|r| {
+                        r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
+                    })
+                    && e.note.as_deref().unwrap_or_default().contains(text)
+            })
+            .map(|e| e.note.unwrap_or_default())
+    })
+    .await
 }
 
 /// The notes of the namespace's events of `reason`.
