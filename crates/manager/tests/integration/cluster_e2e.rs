@@ -216,6 +216,17 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
             .starts_with("noop-backend-")
     );
     assert!(has(&tc, "EndpointAvailable", "True", "EndpointAvailable"));
+    // What the manager and the runner said about it.
+    for (reason, type_) in [
+        ("JobCreated", "Normal"),
+        ("ControlPlaneEndpointSet", "Normal"),
+        ("RunStarted", "Normal"),
+        ("ResourcesChanged", "Normal"),
+        ("RunFinished", "Normal"),
+        ("StateAdopted", "Normal"),
+    ] {
+        expect_event(&ns, reason, type_, "TerraformCluster", "prod").await;
+    }
     let jobs: Api<Job> = ns.api();
     let first_applies = applies(&jobs.list(&ListParams::default()).await.unwrap().items);
     assert!(first_applies >= 1);
@@ -326,6 +337,16 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
     )
     .await;
     let plan_name = tc.status.unwrap().pending_plan_ref.unwrap().name;
+    // The runner planned before it stopped, and said what the plan holds.
+    expect_event_noting(
+        &ns,
+        "PlanSummary",
+        "Normal",
+        "TerraformCluster",
+        "prod",
+        "replace 1",
+    )
+    .await;
     let plans: Api<TerraformPlan> = ns.api();
     let plan = plans.get(&plan_name).await.unwrap();
     assert!(
@@ -383,6 +404,9 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
             .then_some(())
     })
     .await;
+    for reason in ["DeletionStarted", "FinalizerRemoved"] {
+        expect_event(&ns, reason, "Normal", "TerraformCluster", "prod").await;
+    }
     eventually(
         "every Job, Secret, Lease and record to be gone",
         120,
@@ -479,6 +503,9 @@ async fn drift_is_reported_after_the_state_changes() {
         has(tc, "DriftDetected", "False", "NoDrift") && has(tc, "Ready", "True", "Ready")
     })
     .await;
+    for reason in ["DriftRemediationStarted", "DriftResolved"] {
+        expect_event(&ns, reason, "Normal", "TerraformCluster", "drifty").await;
+    }
     let jobs = ns
         .api::<Job>()
         .list(&ListParams::default())
@@ -752,6 +779,8 @@ async fn a_manual_cluster_plans_and_applies_only_the_approved_plan() {
     let plans = ns.api::<TerraformPlan>();
     let plan = plans.get(&plan_name).await.unwrap();
     assert_eq!(plan.spec.reason, captf_api::plan::PlanReason::Manual);
+    let ready = expect_event(&ns, "PlanReady", "Normal", "TerraformCluster", "careful").await;
+    assert!(ready.contains(&plan_name), "{ready}");
     assert_eq!(
         plan.spec.summary.output_changes,
         Some(1),
@@ -797,6 +826,42 @@ async fn a_manual_cluster_plans_and_applies_only_the_approved_plan() {
             .is_some_and(|a| a.get("captf.io/approved-plan") == Some(&plan_name))),
         "the apply ran bound to the approved plan"
     );
+    let applied = expect_event(&ns, "PlanApplied", "Normal", "TerraformCluster", "careful").await;
+    assert!(applied.contains(&plan_name), "{applied}");
+
+    // A plan left waiting is superseded when the policy goes back to
+    // Automatic, and the change applies without it.
+    set_variables(&ns, "careful", json!({"noop_exports_extra": {"zone": "c"}})).await;
+    let tc = wait_for(&ns, "careful", "a new plan to wait", 300, |tc| {
+        has(tc, "ApplyJobSucceeded", "Unknown", "PlanAwaitingApproval")
+            && tc
+                .status
+                .as_ref()
+                .and_then(|s| s.pending_plan_ref.as_ref())
+                .is_some_and(|r| r.name != plan_name)
+    })
+    .await;
+    let waiting = tc.status.unwrap().pending_plan_ref.unwrap().name;
+    tcs.patch(
+        "careful",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"applyPolicy": "Automatic"}})),
+    )
+    .await
+    .unwrap();
+    let superseded = expect_event(
+        &ns,
+        "PlanSuperseded",
+        "Normal",
+        "TerraformCluster",
+        "careful",
+    )
+    .await;
+    assert!(superseded.contains(&waiting), "{superseded}");
+    wait_for(&ns, "careful", "the change to apply", 300, |tc| {
+        support::clusters::zone(tc).as_deref() == Some("c") && has(tc, "Ready", "True", "Ready")
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -12,69 +12,23 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
 use captf_api::TerraformCluster;
 use captf_manager::io::state::read_state;
 use captf_manager::leases::{cluster_lease_name, run_lease_name};
 use captf_manager::names::{WorkloadKind, state_lock_lease, state_secret, state_suffix};
 use captf_testenv::{TestEnv, TestNamespace, eventually};
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use support::clusters::{condition, create_cluster_with_variables, with_cluster_module, zone};
+use support::job_log::JobLog;
 use support::manager_process::ManagerProcess;
 use support::*;
 
 const NAME: &str = "prod";
-
-/// Every Job of the namespace in the order it appeared, with its op, as a
-/// watch saw it (Jobs collected with their owner are still counted).
-struct JobLog {
-    seen: Arc<Mutex<Vec<(String, String)>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl JobLog {
-    fn start(ns: &TestNamespace) -> JobLog {
-        let seen: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
-        let log = seen.clone();
-        let stream = watcher(ns.api::<Job>(), watcher::Config::default());
-        let task = tokio::spawn(async move {
-            let mut stream = stream.boxed();
-            while let Some(event) = stream.next().await {
-                let (Ok(watcher::Event::Apply(job)) | Ok(watcher::Event::InitApply(job))) = event
-                else {
-                    continue;
-                };
-                let name = job.metadata.name.clone().unwrap_or_default();
-                let mut seen = log.lock().unwrap();
-                if !seen.iter().any(|(n, _)| *n == name) {
-                    seen.push((name, job_op(&job)));
-                }
-            }
-        });
-        JobLog { seen, task }
-    }
-
-    fn of_op(&self, op: &str) -> Vec<String> {
-        let seen = self.seen.lock().unwrap();
-        seen.iter()
-            .filter(|(_, o)| o == op)
-            .map(|(n, _)| n.clone())
-            .collect()
-    }
-}
-
-impl Drop for JobLog {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 struct Case {
     env: &'static TestEnv,

@@ -593,6 +593,18 @@ async fn an_unhealthy_machine_asks_for_remediation_at_the_threshold_and_not_befo
         seen.contains(&(Some(2), false)),
         "the second sample asked for nothing: {seen:?}"
     );
+    let note = expect_event(
+        &ns,
+        "RemediationRequested",
+        "Warning",
+        "TerraformMachine",
+        "sick",
+    )
+    .await;
+    assert!(
+        note.contains("Machine sick annotated cluster.x-k8s.io/remediate-machine"),
+        "{note}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -712,6 +724,8 @@ async fn a_provisioned_machine_with_nothing_due_is_not_written() {
             .is_some_and(|s| s.workspace.active_job.is_none())
     })
     .await;
+    let set = expect_event(&ns, "ProviderIDSet", "Normal", "TerraformMachine", "steady").await;
+    assert!(set.contains("noop://"), "{set}");
     eventually("the passes to stop", 120, || async {
         let before = manager.passes.snapshot();
         tokio::time::sleep(std::time::Duration::from_secs(3)).await;

@@ -24,12 +24,30 @@ async fn a_pool_scales_rotates_and_goes_away_cleanly() {
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
     let manager = setup(env, &ns, tmp.path(), Driver::ClusterApi).await;
-    bring_up(&ns, 3, json!({})).await;
+    // No refresh on the interval within the test: each one seen follows an
+    // apply.
+    let log = support::job_log::JobLog::start(&ns);
+    let one_refresh_per_apply = || async {
+        eventually("the refresh after the apply", 120, || async {
+            let ops = log.ops_of("captf-mp-pool-a-");
+            let count = |op: &str| ops.iter().filter(|o| *o == op).count();
+            (count("refresh") == count("apply")).then_some(())
+        })
+        .await;
+    };
+    bring_up_with(
+        &ns,
+        3,
+        json!({}),
+        json!({"membershipRefreshIntervalSeconds": 3600}),
+    )
+    .await;
 
     let p = wait_pool(&ns, "a pool of 3 to be Ready", 300, |p| {
         is(p, "Ready", "True") && ids(p).len() == 3
     })
     .await;
+    one_refresh_per_apply().await;
     let list = ids(&p);
     let mut sorted = list.clone();
     sorted.sort();
@@ -62,6 +80,7 @@ async fn a_pool_scales_rotates_and_goes_away_cleanly() {
         ids(p).len() == 2 && p.status.as_ref().and_then(|s| s.replicas) == Some(2)
     })
     .await;
+    one_refresh_per_apply().await;
     scale(&ns, 0).await;
     let p = wait_pool(&ns, "the pool to shrink to 0", 240, |p| {
         ids(p).is_empty() && p.status.as_ref().and_then(|s| s.replicas) == Some(0)
@@ -75,6 +94,7 @@ async fn a_pool_scales_rotates_and_goes_away_cleanly() {
             .and_then(|i| i.provisioned),
         Some(true)
     );
+    one_refresh_per_apply().await;
 
     // A bootstrap data rotation re-applies without any approval.
     let jobs: Api<Job> = ns.api();
@@ -103,12 +123,19 @@ async fn a_pool_scales_rotates_and_goes_away_cleanly() {
     })
     .await;
 
-    // Membership refresh Jobs run (after every apply, then on the interval).
-    let refreshes = ops(
-        &jobs.list(&ListParams::default()).await.unwrap().items,
-        "refresh",
-    );
-    assert!(refreshes >= 1, "a refresh follows the applies");
+    // Exactly one membership refresh after every apply, each right after
+    // its apply (the interval would start none within the test).
+    one_refresh_per_apply().await;
+    let sequence: Vec<String> = log
+        .ops_of("captf-mp-pool-a-")
+        .into_iter()
+        .filter(|o| o == "apply" || o == "refresh")
+        .collect();
+    let alternating: Vec<&str> = (0..sequence.len())
+        .map(|i| if i % 2 == 0 { "apply" } else { "refresh" })
+        .collect();
+    assert_eq!(sequence, alternating, "one refresh after each apply");
+    assert!(sequence.len() >= 8, "four applies at least: {sequence:?}");
 
     // Deleting the MachinePool and the Cluster leaves nothing behind.
     let mps: Api<DynamicObject> =
@@ -729,4 +756,113 @@ async fn a_retained_pool_keeps_its_state_and_a_new_pool_adopts_it() {
         .items
         .len();
     assert_eq!(still, 0, "nothing is left labeled as retained");
+    let adopted = support::expect_event(
+        &ns,
+        "RetainedStateAdopted",
+        "Normal",
+        "TerraformMachinePool",
+        "pool-a",
+    )
+    .await;
+    assert!(!adopted.is_empty());
+}
+
+/// The group's `desired` in the pool's state, as the last apply or a check
+/// left it.
+async fn group_size_in_state(ns: &captf_testenv::TestNamespace) -> Option<i64> {
+    use std::io::Read;
+    let suffix = captf_manager::names::state_suffix(
+        captf_manager::names::WorkloadKind::MachinePool,
+        ns.name(),
+        "pool-a",
+    );
+    let secret = ns
+        .api::<Secret>()
+        .get(&captf_manager::names::state_secret(&suffix))
+        .await
+        .ok()?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&secret.data?["tfstate"].0[..])
+        .read_to_string(&mut text)
+        .ok()?;
+    let state: serde_json::Value = serde_json::from_str(&text).ok()?;
+    state["resources"]
+        .as_array()?
+        .iter()
+        .find(|r| r["name"] == "group")?["instances"][0]["attributes"]["input"]["value"]["desired"]
+        .as_i64()
+}
+
+/// Drift on a pool, end to end: the group resized elsewhere (its state, as
+/// the drift Job's refresh would read it, holds another size) is reported
+/// by the next check and nothing is applied; with `Remediate` an apply puts
+/// the group back to the pool's own size.
+#[tokio::test]
+async fn a_pool_reports_then_remediates_its_group_resized_elsewhere() {
+    let env = TestEnv::get().await;
+    let ns = env.namespace().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let _manager = setup(env, &ns, tmp.path(), Driver::ClusterApi).await;
+    bring_up_with(
+        &ns,
+        2,
+        json!({}),
+        json!({"drift": {"intervalSeconds": 5, "action": "Report"},
+               "membershipRefreshIntervalSeconds": 3600}),
+    )
+    .await;
+    wait_pool(&ns, "a drift check to find no drift", 300, |p| {
+        is(p, "Ready", "True")
+            && condition(p, "DriftDetected").is_some_and(|c| c.reason == "NoDrift")
+    })
+    .await;
+    assert_eq!(group_size_in_state(&ns).await, Some(2));
+
+    support::tamper_with_resource(
+        &ns,
+        captf_manager::names::WorkloadKind::MachinePool,
+        "pool-a",
+        "group",
+        |attributes| attributes["input"]["value"]["desired"] = json!(5),
+    )
+    .await;
+    wait_pool(&ns, "the resize to be reported as drift", 300, |p| {
+        condition(p, "DriftDetected")
+            .is_some_and(|c| c.status == "True" && c.reason == "DriftReported")
+    })
+    .await;
+    support::expect_event(
+        &ns,
+        "DriftDetected",
+        "Warning",
+        "TerraformMachinePool",
+        "pool-a",
+    )
+    .await;
+    assert_eq!(
+        group_size_in_state(&ns).await,
+        Some(5),
+        "Report applies nothing"
+    );
+
+    ns.api::<TerraformMachinePool>()
+        .patch(
+            "pool-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"drift": {"action": "Remediate"}}})),
+        )
+        .await
+        .unwrap();
+    wait_pool(&ns, "the drift to be remediated", 300, |p| {
+        is(p, "Ready", "True") && condition(p, "DriftDetected").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    for reason in ["DriftRemediationStarted", "DriftResolved"] {
+        support::expect_event(&ns, reason, "Normal", "TerraformMachinePool", "pool-a").await;
+    }
+    assert_eq!(
+        group_size_in_state(&ns).await,
+        Some(2),
+        "the group is back to the pool's size"
+    );
 }

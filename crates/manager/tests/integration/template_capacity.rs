@@ -198,6 +198,15 @@ async fn capacity_comes_from_the_image_labels_or_from_spec_capacity() {
         ni,
         json!({"architecture": "amd64", "operatingSystem": "linux"})
     );
+    let note = expect_event(
+        &ns,
+        "CapacityResolved",
+        "Normal",
+        "TerraformMachineTemplate",
+        "from-image",
+    )
+    .await;
+    assert!(note.contains("16Gi"), "{note}");
     let source = serde_json::to_value(&st.capacity_source).unwrap();
     assert_eq!(
         source,
@@ -270,6 +279,15 @@ async fn a_loopback_registry_is_refused_without_the_flag() {
         ("False", "ImageInspectFailed")
     );
     assert!(message.contains("private address"), "{message}");
+    let note = expect_event(
+        &ns,
+        "ImageInspectFailed",
+        "Warning",
+        "TerraformMachineTemplate",
+        "refused",
+    )
+    .await;
+    assert!(note.contains("private address"), "{note}");
     assert_eq!(
         condition(&t, "VariablesValid").map(|c| c.1).as_deref(),
         Some("VariablesSchemaUnavailable")

@@ -150,6 +150,9 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
             .then_some(tc)
     })
     .await;
+    let interrupted =
+        expect_event(&ns, "JobInterrupted", "Warning", "TerraformCluster", "live").await;
+    assert!(interrupted.contains(&lost), "{interrupted}");
     let message = held.status.as_ref().unwrap().conditions.as_ref().unwrap();
     let readable = message.iter().find(|c| c.type_ == "StateReadable").unwrap();
     assert!(readable.message.contains(&lost), "{}", readable.message);

@@ -286,3 +286,57 @@ async fn a_provisioned_machine_whose_state_has_no_inputs_hash_is_held_as_lost() 
     assert!(!again.contains(&"POST jobs".to_owned()), "{again:?}");
     assert_eq!(announced(&world, before), Vec::<String>::new());
 }
+
+/// A stored Job policy with reserved env names (admitted by an older
+/// manager, before the webhook refused them): the Job runs without them,
+/// keeps the others, and a Warning on the machine says which were dropped.
+#[tokio::test]
+async fn a_stored_policy_with_reserved_env_names_runs_without_them_and_says_so() {
+    let mut world = World::new();
+    seed(&world);
+    world.fake.update(TERRAFORM_MACHINES, NS, "m-1", |m| {
+        m["spec"]["jobs"] = json!({"env": [
+            {"name": "TF_LOG", "value": "DEBUG"},
+            {"name": "PLAIN", "value": "1"},
+        ]});
+    });
+    let before = world.mock.calls().len();
+    for _ in 0..4 {
+        if !world.fake.list(JOBS, NS).is_empty() {
+            break;
+        }
+        world.machine_pass("m-1").await;
+    }
+    let jobs = world.fake.list(JOBS, NS);
+    assert_eq!(jobs.len(), 1, "the apply started");
+    let env: Vec<String> = jobs[0]["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
+        .filter_map(|e| e["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(env.contains(&"PLAIN".to_owned()), "{env:?}");
+    assert!(!env.contains(&"TF_LOG".to_owned()), "{env:?}");
+    let dropped: Vec<(String, String, String)> = world.mock.calls()[before..]
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.ends_with("/events"))
+        .filter(|c| c.body["reason"] == "ReservedEnvDropped")
+        .map(|c| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            let regarding = format!(
+                "{} {}",
+                text(&c.body["regarding"]["kind"]),
+                text(&c.body["regarding"]["name"])
+            );
+            (text(&c.body["type"]), regarding, text(&c.body["note"]))
+        })
+        .collect();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    let (type_, regarding, note) = &dropped[0];
+    assert_eq!(
+        (type_.as_str(), regarding.as_str()),
+        ("Warning", "TerraformMachine m-1")
+    );
+    assert!(note.contains("TF_LOG") && !note.contains("PLAIN"), "{note}");
+}

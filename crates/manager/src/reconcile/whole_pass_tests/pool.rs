@@ -300,11 +300,20 @@ async fn an_externally_managed_pool_being_deleted_lets_its_finalizer_go_and_dest
     let announced: Vec<String> = world.mock.calls()[before..]
         .iter()
         .filter(|c| c.method == "POST" && c.path.ends_with("/events"))
-        .map(|c| c.body["reason"].as_str().unwrap_or_default().to_owned())
+        .map(|c| {
+            let b = &c.body;
+            format!(
+                "{} {} on {} {}",
+                b["type"].as_str().unwrap_or_default(),
+                b["reason"].as_str().unwrap_or_default(),
+                b["regarding"]["kind"].as_str().unwrap_or_default(),
+                b["regarding"]["name"].as_str().unwrap_or_default()
+            )
+        })
         .collect();
     assert_eq!(
         announced,
-        ["ExternallyManagedReleased"],
+        ["Normal ExternallyManagedReleased on TerraformMachinePool pool-a"],
         "the release is announced, and nothing else"
     );
     let destroys = world.fake.list(JOBS, NS).into_iter().filter(|j| {

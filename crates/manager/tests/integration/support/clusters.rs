@@ -145,48 +145,14 @@ pub fn zone(tc: &TerraformCluster) -> Option<String> {
 /// someone editing the infrastructure behind the manager's back would;
 /// returns the state Secret's name.
 pub async fn tamper_with_state(ns: &TestNamespace, cluster: &str) -> String {
-    use std::io::{Read, Write};
-    let secrets: kube::Api<Secret> = ns.api();
-    let suffix = captf_manager::names::state_suffix(
+    super::tamper_with_resource(
+        ns,
         captf_manager::names::WorkloadKind::Cluster,
-        ns.name(),
         cluster,
-    );
-    let secret = secrets
-        .list(&kube::api::ListParams::default().labels("tfstate=true"))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .find(|s| {
-            s.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.contains(&suffix))
-        })
-        .expect("the state Secret");
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&secret.data.as_ref().unwrap()["tfstate"].0[..])
-        .read_to_string(&mut text)
-        .unwrap();
-    let mut state: serde_json::Value = serde_json::from_str(&text).unwrap();
-    state["serial"] = serde_json::json!(state["serial"].as_u64().unwrap() + 1);
-    for r in state["resources"].as_array_mut().unwrap() {
-        if r["name"] == "load_balancer" {
-            r["instances"][0]["attributes"]["input"] = serde_json::json!({"value": {"name": "changed-elsewhere"}, "type": ["object", {"name": "string"}]});
-        }
-    }
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(state.to_string().as_bytes()).unwrap();
-    let mut changed = secret.clone();
-    changed.data.as_mut().unwrap().insert(
-        "tfstate".into(),
-        k8s_openapi::ByteString(gz.finish().unwrap()),
-    );
-    let name = secret.metadata.name.clone().unwrap();
-    secrets
-        .replace(&name, &PostParams::default(), &changed)
-        .await
-        .unwrap();
-    name
+        "load_balancer",
+        |attributes| {
+            attributes["input"] = serde_json::json!({"value": {"name": "changed-elsewhere"}, "type": ["object", {"name": "string"}]});
+        },
+    )
+    .await
 }
