@@ -210,10 +210,10 @@ fn pod_state(pod: &k8s_openapi::api::core::v1::Pod) -> String {
     )
 }
 
-/// Proof that the installed manager answers admission: a TerraformCluster
-/// the schema accepts but the webhook refuses (a Job running as root),
-/// sent as a dry run. Returns the webhook's denial.
-pub async fn webhook_denial(client: &kube::Client) -> Result<String, String> {
+/// Proof that the manager answers admission: a TerraformCluster the schema
+/// accepts but the webhook refuses (a Job running as root), sent as a dry
+/// run in `namespace`. Returns the webhook's denial.
+pub async fn webhook_denial(client: &kube::Client, namespace: &str) -> Result<String, String> {
     use kube::api::{Api, DynamicObject, PostParams};
     let kind = kube_io::resolve(
         client,
@@ -224,7 +224,7 @@ pub async fn webhook_denial(client: &kube::Client) -> Result<String, String> {
     let object: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
         "kind": "TerraformCluster",
-        "metadata": {"name": "webhook-check", "namespace": NAMESPACE},
+        "metadata": {"name": "webhook-check", "namespace": namespace},
         "spec": {
             "source": {"image": "reg.example/noop-cluster:v1"},
             "identityRef": {"kind": "Secret", "name": "webhook-check"},
@@ -232,7 +232,7 @@ pub async fn webhook_denial(client: &kube::Client) -> Result<String, String> {
         },
     }))
     .map_err(|e| e.to_string())?;
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &kind.resource);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kind.resource);
     let params = PostParams {
         dry_run: true,
         ..Default::default()

@@ -13,3 +13,4 @@ pub mod kube_io;
 pub mod progress;
 pub mod summary;
 pub mod table;
+pub mod webhooks;

@@ -330,7 +330,7 @@ async fn demo(
         // The Service's endpoints follow the pod's readiness a moment later.
         let deadline = Instant::now() + Duration::from_secs(30);
         let denial = loop {
-            match install::webhook_denial(&client).await {
+            match install::webhook_denial(&client, install::NAMESPACE).await {
                 Ok(denial) => break denial,
                 Err(e) if Instant::now() > deadline => return Err(Stop::Failed(e)),
                 Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -351,12 +351,28 @@ async fn demo(
             ),
         );
         let health = bins::free_loopback_addr()?;
-        let manager = start_manager(&bin_dir, &kubeconfig, &health, &work_dir)?;
+        let webhooks = captf_demo::webhooks::DemoWebhooks::prepare(&work_dir)?;
+        let manager = start_manager(
+            &bin_dir,
+            &kubeconfig,
+            &health,
+            &work_dir,
+            &webhooks.manager_args(),
+        )?;
         let log = manager.log.clone();
         running.as_mut().expect("set above").manager = Some(manager);
         say(start, &format!("manager started, log: {}", log.display()));
         wait_manager_ready(running, &health, signals).await?;
         say(start, &format!("manager ready (health {health})"));
+        let manifests = Path::new(WORKSPACE).join("config/webhook/manifests.yaml");
+        let denial = webhooks.register(&client, &manifests).await?;
+        say(
+            start,
+            &format!(
+                "webhooks registered on port {}; its webhook refuses a root Job: {denial}",
+                webhooks.port
+            ),
+        );
     }
 
     apply_examples(&client, &objects, cluster_api, start).await?;
@@ -409,20 +425,21 @@ async fn uninstall_manager(client: &kube::Client) -> Result<(), String> {
 }
 
 /// Starts the manager binary against the local control plane, its output
-/// in `manager.log` of the work folder. No webhook server: the control
-/// plane has no webhook configuration to call it.
+/// in `manager.log` of the work folder, serving its webhooks as `webhook`
+/// says (`DemoWebhooks::manager_args`).
 fn start_manager(
     bin_dir: &Path,
     kubeconfig: &Path,
     health: &str,
     work_dir: &Path,
+    webhook: &[String],
 ) -> Result<Process, String> {
-    let args = vec![
+    let mut args = vec![
         format!("--kubeconfig={}", kubeconfig.display()),
         format!("--runner-image={}", images::MANAGER_IMAGE),
         format!("--health-addr={health}"),
-        "--webhook-port=0".to_owned(),
     ];
+    args.extend(webhook.iter().cloned());
     Process::start("manager", &bin_dir.join("manager"), &args, work_dir).map_err(|e| e.to_string())
 }
 

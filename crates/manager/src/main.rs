@@ -174,7 +174,7 @@ async fn run(flags: Flags) -> Result<(), String> {
         let config = captf_manager::webhook::WebhookConfig {
             cert_dir: flags.webhook_cert_dir.clone(),
             reload_interval: Duration::from_secs(10),
-            manager_username: captf_manager::webhook::manager_username_from_env(),
+            manager_username: captf_manager::webhook::manager_username(&client).await,
             client: Some(client.clone()),
         };
         let tls = captf_manager::webhook::ServingTls {

@@ -89,6 +89,12 @@ fn run_demo(bin_dir: &Path, args: &[&std::ffi::OsStr]) -> (String, String) {
 fn the_demo_converges_and_prints_ready_infrastructure() {
     let bin_dir = build();
     let (stdout, stderr) = run_demo(&bin_dir, &[]);
+    // The provider's webhooks are registered as an installation has them:
+    // a bad object is refused before anything is applied.
+    assert!(
+        stdout.contains("its webhook refuses a root Job: admission webhook \"validation.terraformcluster.infrastructure.cluster.x-k8s.io\" denied the request"),
+        "{stdout}"
+    );
     check_converged(&stdout, &stderr);
 }
 

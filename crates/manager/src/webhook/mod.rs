@@ -67,6 +67,32 @@ pub struct ServingTls {
     pub options: TlsOptions,
 }
 
+/// The manager's own username, which the webhooks let make the writes only
+/// the manager may make: from the downward-API environment in its pod, else
+/// as the API server knows the client (a SelfSubjectReview, which every
+/// authenticated user may create): a manager run outside a pod, as `make
+/// demo` runs it. `None`, logged, when neither says.
+pub async fn manager_username(client: &kube::Client) -> Option<String> {
+    if let Some(name) = manager_username_from_env() {
+        return Some(name);
+    }
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let reviews: kube::Api<SelfSubjectReview> = kube::Api::all(client.clone());
+    match reviews
+        .create(
+            &kube::api::PostParams::default(),
+            &SelfSubjectReview::default(),
+        )
+        .await
+    {
+        Ok(review) => review.status?.user_info?.username,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not learn the manager's own username; the webhooks let no write through as the manager's");
+            None
+        }
+    }
+}
+
 /// The manager's own username, from the downward-API environment.
 pub fn manager_username_from_env() -> Option<String> {
     let ns = std::env::var("POD_NAMESPACE")

@@ -231,6 +231,15 @@ async fn each_new_serial_is_backed_up_once_and_a_restore_brings_its_outputs_back
         jobs.list(&ListParams::default()).await.unwrap().items.len(),
         before
     );
+    expect_event_noting(
+        &ns,
+        "StateRestoreFailed",
+        "Warning",
+        "TerraformCluster",
+        "kept",
+        &format!("captf.io/restore-state=\"{s1}\""),
+    )
+    .await;
 
     // Back to zone b's inputs, restoring zone b's serial: the restore runs
     // first and leaves nothing to apply.

@@ -557,3 +557,16 @@ async fn delete_checks_and_the_access_review_read_the_api() {
 async fn identities_cleanup(api: &Api<DynamicObject>, name: &str) {
     let _ = api.delete(name, &DeleteParams::default()).await;
 }
+
+/// Outside a pod (no downward-API environment) the manager learns its own
+/// username from the API server, so the webhooks let its own writes
+/// through wherever it runs.
+#[tokio::test]
+async fn the_manager_learns_its_username_from_the_api_server_outside_a_pod() {
+    let env = captf_testenv::TestEnv::get().await;
+    assert_eq!(webhook::manager_username_from_env(), None);
+    assert_eq!(
+        webhook::manager_username(&env.client()).await.as_deref(),
+        Some(captf_testenv::pki::ADMIN_USER)
+    );
+}

@@ -272,3 +272,51 @@ async fn a_deleted_cluster_destroys_then_lets_its_finalizer_go() {
         "its state is gone"
     );
 }
+
+/// State Secrets that still name an earlier TerraformCluster of the same
+/// name (a restored management cluster's) are made this one's when its
+/// next apply is adopted, and a Normal event on it says so.
+#[tokio::test]
+async fn an_apply_reowns_state_left_by_an_earlier_object_of_the_name_and_says_so() {
+    let world = converged().await;
+    let state = state_secret(&state_suffix(WorkloadKind::Cluster, NS, "prod"));
+    world.fake.update(SECRETS, NS, &state, |s| {
+        s["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "kind": "TerraformCluster", "name": "prod", "uid": "an-earlier-uid"}]);
+    });
+    world.fake.update(TERRAFORM_CLUSTERS, NS, "prod", |tc| {
+        tc["spec"]["variables"] = json!({"size": "large"});
+    });
+    let mut world = world.restart();
+    let before = world.mock.calls().len();
+    for _ in 0..3 {
+        world.cluster_pass("prod").await;
+        world.finish_jobs(WorkloadKind::Cluster, "prod", cluster_outputs());
+    }
+    let announced: Vec<String> = world.mock.calls()[before..]
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.ends_with("/events"))
+        .filter(|c| c.body["reason"] == "OwnerReferencesRepaired")
+        .map(|c| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            format!(
+                "{} on {} {}",
+                text(&c.body["type"]),
+                text(&c.body["regarding"]["kind"]),
+                text(&c.body["regarding"]["name"])
+            )
+        })
+        .collect();
+    assert_eq!(announced, ["Normal on TerraformCluster prod"]);
+    let uid = world.fake.get(TERRAFORM_CLUSTERS, NS, "prod").unwrap()["metadata"]["uid"].clone();
+    let owners =
+        world.fake.get(SECRETS, NS, &state).unwrap()["metadata"]["ownerReferences"].clone();
+    let uids: Vec<&Value> = owners
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| &o["uid"])
+        .collect();
+    assert_eq!(uids, [&uid], "owned by this object alone");
+}

@@ -340,3 +340,65 @@ async fn a_stored_policy_with_reserved_env_names_runs_without_them_and_says_so()
     );
     assert!(note.contains("TF_LOG") && !note.contains("PLAIN"), "{note}");
 }
+
+/// The events a pass sent from call `from` on, as "type reason on kind
+/// name".
+fn announced(world: &World, from: usize) -> Vec<String> {
+    world.mock.calls()[from..]
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.ends_with("/events"))
+        .map(|c| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            format!(
+                "{} {} on {} {}",
+                text(&c.body["type"]),
+                text(&c.body["reason"]),
+                text(&c.body["regarding"]["kind"]),
+                text(&c.body["regarding"]["name"])
+            )
+        })
+        .collect()
+}
+
+/// A machine whose instance reads degraded asks its Machine for
+/// remediation (at a threshold of one sample); once a later check reads it
+/// healthy, it withdraws the request, and each step says so on the machine.
+#[tokio::test]
+async fn a_remediation_request_is_withdrawn_when_the_instance_reads_healthy() {
+    let mut world = World::new();
+    seed(&world);
+    world.fake.update(TERRAFORM_MACHINES, NS, "m-1", |m| {
+        m["spec"]["remediation"] = json!({"annotateMachine": true, "unhealthyThreshold": 1});
+    });
+    let mut degraded = machine_outputs();
+    degraded["health"] = json!({"state": "degraded", "healthy": false});
+    let before = world.mock.calls().len();
+    for _ in 0..4 {
+        world.machine_pass("m-1").await;
+        world.finish_jobs(WorkloadKind::Machine, "m-1", degraded.clone());
+    }
+    let asked = |world: &World| {
+        world.fake.get(MACHINES, NS, "m-1").unwrap()["metadata"]["annotations"]
+            ["cluster.x-k8s.io/remediate-machine"]
+            .is_string()
+    };
+    assert!(asked(&world), "the Machine is asked to remediate");
+    let requested = "Warning RemediationRequested on TerraformMachine m-1".to_owned();
+    assert!(announced(&world, before).contains(&requested));
+
+    // The next check, past the drift interval, reads the instance healthy.
+    world.age(TERRAFORM_MACHINES, "m-1", 2);
+    let mut world = world.restart();
+    let before = world.mock.calls().len();
+    for _ in 0..3 {
+        world.machine_pass("m-1").await;
+        world.finish_jobs(WorkloadKind::Machine, "m-1", machine_outputs());
+    }
+    assert!(!asked(&world), "the request is withdrawn");
+    let withdrawn = "Normal RemediationWithdrawn on TerraformMachine m-1".to_owned();
+    assert!(
+        announced(&world, before).contains(&withdrawn),
+        "{:?}",
+        announced(&world, before)
+    );
+}
