@@ -917,12 +917,24 @@ async fn variables_come_from_labeled_sources_and_changes_apply() {
         .create(&PostParams::default(), &cm)
         .await
         .unwrap();
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let tc = ns.api::<TerraformCluster>().get("fed").await.unwrap();
-    assert_eq!(
-        condition(&tc, "DependenciesReady").map(|c| c.reason.as_str()),
-        Some("VariablesSourceNotFound")
-    );
+    // A new generation makes a pass that reads the sources after the
+    // ConfigMap exists: it still names the source missing.
+    let tc = ns
+        .api::<TerraformCluster>()
+        .patch(
+            "fed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"drift": {"intervalSeconds": 86400}}})),
+        )
+        .await
+        .unwrap();
+    let generation = tc.metadata.generation;
+    wait_for(&ns, "fed", "a pass of the new generation", 60, |tc| {
+        condition(tc, "DependenciesReady").is_some_and(|c| {
+            c.observed_generation == generation && c.reason == "VariablesSourceNotFound"
+        })
+    })
+    .await;
     config_maps
         .patch(
             "extra",
