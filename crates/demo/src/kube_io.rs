@@ -131,7 +131,7 @@ pub async fn table(client: &kube::Client, kind: &Kind, namespace: &str) -> Resul
 /// policy that keeps each object's runner to creating its own state's
 /// names; as `field_manager`.
 pub async fn install_runner_role(client: &kube::Client, field_manager: &str) -> Result<(), String> {
-    captf_manager::io::records::install_runner_components(client, field_manager)
+    captf_manager::io::runner_rbac::install_runner_components(client, field_manager)
         .await
         .map_err(|e| format!("installing the runner's ClusterRole and admission policy: {e}"))
 }

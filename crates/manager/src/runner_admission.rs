@@ -35,11 +35,24 @@ fn state_name_tails() -> String {
     format!("[{}]", tails.join(", "))
 }
 
+/// What the backend puts before the base state Secret's name to name the
+/// state's lock Lease (`lock-`).
+fn lock_prefix() -> String {
+    let (suffix, lock) = ("s", state_names::state_lock_lease("s"));
+    lock.strip_suffix(&state_names::state_secret(suffix))
+        .expect("the lock's name ends with the state's")
+        .to_owned()
+}
+
 /// The policy. Requests from a subject that is not an object's runner are
 /// not matched (`matchConditions`), so they cost one CEL match and nothing
 /// else.
 pub fn runner_create_policy() -> ValidatingAdmissionPolicy {
     let runner_user = format!("^system:serviceaccount:[^:]+:{RUNNER}-[^:]+$");
+    let own_lock = format!(
+        "request.resource.resource != 'leases' || object.metadata.name == '{}' + variables.state",
+        lock_prefix()
+    );
     let own_state = format!(
         "request.resource.resource != 'secrets' || (object.metadata.name.startsWith(variables.state) \
          && object.metadata.name.substring(size(variables.state)) in {})",
@@ -78,7 +91,7 @@ pub fn runner_create_policy() -> ValidatingAdmissionPolicy {
                  "message": "a runner may create only the Secrets of its own state",
                  "messageExpression": "'a runner may create only the Secrets of its own state, not ' + object.metadata.name",
                  "reason": "Forbidden"},
-                {"expression": "request.resource.resource != 'leases' || object.metadata.name == 'lock-' + variables.state",
+                {"expression": own_lock,
                  "message": "a runner may create only its own state's lock Lease",
                  "messageExpression": "'a runner may create only its own state\\'s lock Lease, not ' + object.metadata.name",
                  "reason": "Forbidden"},
@@ -113,11 +126,19 @@ mod tests {
         let spec = policy.spec.unwrap();
         let vars = spec.variables.unwrap();
         assert_eq!(vars[2].expression, "'tfstate-default-' + variables.suffix");
-        // The lock is `lock-` + the base Secret's name, as the backend names it.
-        assert_eq!(
-            state_names::state_lock_lease("x"),
-            format!("lock-{}", state_names::state_secret("x"))
-        );
+        // The lease rule, its `variables.state` read as one state's base
+        // Secret name, names exactly that state's lock Lease.
+        let lease_rule = &spec.validations.unwrap()[2].expression;
+        let state = format!("'{}'", state_names::state_secret("x"));
+        let named = lease_rule
+            .replace("variables.state", &state)
+            .split_once("object.metadata.name == ")
+            .expect("the rule compares the Lease's name")
+            .1
+            .split(" + ")
+            .map(|literal| literal.trim_matches('\'').to_owned())
+            .collect::<String>();
+        assert_eq!(named, state_names::state_lock_lease("x"));
         let condition = &spec.match_conditions.unwrap()[0].expression;
         assert!(condition.contains(":captf-runner-[^:]+$"), "{condition}");
         assert_eq!(

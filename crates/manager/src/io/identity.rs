@@ -28,7 +28,7 @@ use crate::identity::status::{
 };
 use crate::identity::{Credentials, MirrorEvent, Target, target};
 
-const FIELD_MANAGER: &str = "captf-manager";
+use super::FIELD_MANAGER;
 
 /// Attempts at a read-modify-write of a mirror before giving up on
 /// conflicting writers (other users of the same mirror).

@@ -7,5 +7,9 @@ pub mod jobs;
 pub mod leases;
 pub mod locks;
 pub mod records;
+pub mod runner_rbac;
 pub mod start;
 pub mod state;
+
+/// The field manager of the manager's server-side applies.
+pub const FIELD_MANAGER: &str = "captf-manager";

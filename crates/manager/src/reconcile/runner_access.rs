@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use super::Context;
 use super::workload::Workload;
 use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
-use crate::io::records::ensure_object_runner;
+use crate::io::runner_rbac::ensure_object_runner;
 
 /// The ServiceAccount `obj`'s Jobs run as: the operator's own
 /// (`jobs.serviceAccountName`, which must exist and carry

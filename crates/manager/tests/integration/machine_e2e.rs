@@ -19,6 +19,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use support::machines::{cluster, machine_pair, machine_spec, machines};
 use support::webhooks::serve_our_webhooks;
 use support::*;
 
@@ -29,10 +30,6 @@ fn dynamic(ns: &TestNamespace, ar: &kube::api::ApiResource) -> Api<DynamicObject
 fn capi_api(ns: &TestNamespace, kind: &str) -> Api<DynamicObject> {
     let gvk = kube::api::GroupVersionKind::gvk(capi::GROUP, capi::VERSION, kind);
     dynamic(ns, &kube::api::ApiResource::from_gvk(&gvk))
-}
-
-fn machines(ns: &TestNamespace) -> Api<DynamicObject> {
-    dynamic(ns, &capi::machine_resource())
 }
 
 fn machine_templates(ns: &TestNamespace) -> Api<DynamicObject> {
@@ -77,92 +74,6 @@ async fn setup_with(
     }
     install_runner_role(&ns.client()).await;
     start_manager(client, ns.name())
-}
-
-/// The user's part of a cluster: credentials, the bootstrap data a bootstrap
-/// provider would write, the Cluster and its TerraformCluster.
-async fn cluster(ns: &TestNamespace) {
-    let secret = |name: &str, data: Value, labels: Value| -> Secret {
-        serde_json::from_value(
-            json!({"metadata": {"name": name, "labels": labels}, "stringData": data}),
-        )
-        .unwrap()
-    };
-    let secrets = ns.api::<Secret>();
-    for s in [
-        secret("creds", json!({"token": "x"}), json!({})),
-        secret(
-            "machine-bootstrap",
-            json!({"value": "#cloud-config\n", "format": "cloud-config"}),
-            json!({"cluster.x-k8s.io/cluster-name": "prod"}),
-        ),
-    ] {
-        secrets.create(&PostParams::default(), &s).await.unwrap();
-    }
-    create_capi_cluster(ns, "prod").await;
-    let tc: TerraformCluster = serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
-        "metadata": {"name": "prod"},
-        "spec": {"source": {"image": module_ref("cluster", ns.name())}, "identityRef": {"kind": "Secret", "name": "creds"}, "drift": {"intervalSeconds": 0}},
-    }))
-    .unwrap();
-    ns.api::<TerraformCluster>()
-        .create(&PostParams::default(), &tc)
-        .await
-        .unwrap();
-}
-
-/// A TerraformMachine's spec on the noop machine module, with `extra`
-/// fields merged in.
-fn machine_spec(ns: &TestNamespace, extra: Value) -> Value {
-    let mut spec = json!({
-        "source": {"image": module_ref("machine", ns.name())},
-        "identityRef": {"kind": "Secret", "name": "creds"},
-        "drift": {"intervalSeconds": 0},
-    });
-    for (k, v) in extra.as_object().into_iter().flatten() {
-        spec[k] = v.clone();
-    }
-    spec
-}
-
-/// A TerraformMachine and the Machine naming it, as a user creates a
-/// machine without a control plane provider.
-async fn machine_pair(ns: &TestNamespace, name: &str, control_plane: bool, extra: Value) {
-    create(
-        &dynamic(ns, &infra_resource("TerraformMachine")),
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachine",
-            "metadata": {"name": name},
-            "spec": machine_spec(ns, extra),
-        }),
-    )
-    .await;
-    let labels = if control_plane {
-        json!({"cluster.x-k8s.io/control-plane": ""})
-    } else {
-        json!({})
-    };
-    create(
-        &machines(ns),
-        json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {
-                "clusterName": "prod",
-                "bootstrap": {"dataSecretName": "machine-bootstrap"},
-                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformMachine", "name": name},
-                "version": "v1.37.2",
-                "failureDomain": "fd1",
-            },
-        }),
-    )
-    .await;
-}
-
-fn infra_resource(kind: &str) -> kube::api::ApiResource {
-    let gvk = kube::api::GroupVersionKind::gvk("infrastructure.cluster.x-k8s.io", "v1alpha1", kind);
-    kube::api::ApiResource::from_gvk(&gvk)
 }
 
 async fn machine_template(ns: &TestNamespace, name: &str) {

@@ -20,6 +20,7 @@ mod job_e2e;
 mod job_slots;
 mod job_start;
 mod kill_matrix;
+mod kill_matrix_members;
 mod leader_io;
 mod leases;
 mod lock_evidence;

@@ -1,7 +1,8 @@
 //! Inputs records and the runner's RBAC written to, and read from, the real
 //! apiserver.
 
-use captf_manager::io::records::{ensure_object_runner, read_record, write_record};
+use captf_manager::io::records::{read_record, write_record};
+use captf_manager::io::runner_rbac::ensure_object_runner;
 use captf_manager::names::WorkloadKind;
 use captf_manager::rbac;
 use captf_manager::records::{InputsRecord, RecordMeta, attempt_record_name, record_labels};

@@ -67,3 +67,16 @@ impl JobLog {
             .collect()
     }
 }
+
+impl JobLog {
+    /// The names of the Jobs of `op` whose name starts with `prefix` (one
+    /// object's), in the order they appeared.
+    #[allow(dead_code)]
+    pub fn of_object_op(&self, prefix: &str, op: &str) -> Vec<String> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .filter(|(n, o)| n.starts_with(prefix) && o == op)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}

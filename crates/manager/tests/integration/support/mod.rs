@@ -103,7 +103,7 @@ pub fn module_image(tmp: &Path, role: &str, tag: &str, extra: &[(&str, &str)]) -
 /// ClusterRole and the admission policy that keeps each object's runner to
 /// creating its own state's names.
 pub async fn install_runner_role(client: &kube::Client) {
-    captf_manager::io::records::install_runner_components(client, "captf-e2e")
+    captf_manager::io::runner_rbac::install_runner_components(client, "captf-e2e")
         .await
         .unwrap();
 }
@@ -246,6 +246,7 @@ pub fn job_args(job: &k8s_openapi::api::batch::v1::Job) -> Vec<String> {
 pub mod clusters;
 pub mod faults;
 pub mod job_log;
+pub mod machines;
 pub mod manager_process;
 pub mod many_pools;
 pub mod moving;
