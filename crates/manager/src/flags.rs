@@ -16,6 +16,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::jobs::args::RunnerEvents;
 use crate::logging::Format;
 use crate::reconcile::Concurrency;
 use crate::tls::{MinVersion, TlsOptions};
@@ -70,10 +71,11 @@ pub struct Flags {
     /// Drift interval of objects that set none.
     #[arg(long, default_value = "30m", value_parser = values::positive_duration)]
     pub drift_default_interval: Duration,
-    /// Runner progress events.
-    #[arg(long, default_value = "true", value_parser = values::go_bool)]
+    /// Runner events: `true` (a routine refresh or drift check posts only
+    /// failures, findings and changes), `all` (its progress too), `false`.
+    #[arg(long, default_value = "true", value_parser = values::runner_events)]
     #[arg(action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub runner_events: bool,
+    pub runner_events: RunnerEvents,
     /// Serves /metrics (HTTPS with token review unless insecure); 0 disables.
     #[arg(long, default_value = ":8443")]
     pub diagnostics_address: String,

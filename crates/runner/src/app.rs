@@ -139,6 +139,7 @@ fn run_command(args: RunArgs) -> i32 {
         } else {
             match parse_event_object(&args.event_object) {
                 Ok(obj) => match Recorder::connect(obj, &args.job_name).await {
+                    Ok(r) if args.quiet_events => r.quiet(),
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("runner: events disabled: {e}");

@@ -147,6 +147,11 @@ pub struct RunArgs {
     pub event_object: String,
     #[arg(long, default_value = "")]
     pub job_name: String,
+    /// Post only what a routine run must not hide: a failure or an
+    /// interruption, a plan with changes, resources changed.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true",
+          require_equals = true, action = clap::ArgAction::Set, value_parser = parse_go_bool)]
+    pub quiet_events: bool,
     #[arg(long, default_value = DEFAULT_RESULT_PATH)]
     pub result: String,
 }

@@ -88,6 +88,19 @@ impl Reason {
     }
 }
 
+impl Reason {
+    /// Whether an event of this reason and type only reports progress: a
+    /// quiet recorder leaves it out (a routine run that changed nothing
+    /// posts nothing), and keeps failures, findings and changes.
+    pub fn is_progress(self, event_type: EventType) -> bool {
+        match self {
+            Reason::RunStarted | Reason::StepStarted | Reason::StepSucceeded => true,
+            Reason::RunFinished => event_type == EventType::Normal,
+            Reason::StepFailed | Reason::PlanSummary | Reason::ResourcesChanged => false,
+        }
+    }
+}
+
 /// What one event says.
 #[derive(Debug, Clone, Copy)]
 pub struct EventText<'a> {
@@ -163,6 +176,8 @@ pub struct Recorder {
     job_name: String,
     instance: String,
     failures: u32,
+    /// Progress events left out (`--quiet-events`).
+    quiet: bool,
 }
 
 impl Recorder {
@@ -173,6 +188,15 @@ impl Recorder {
             job_name: String::new(),
             instance: String::new(),
             failures: 0,
+            quiet: false,
+        }
+    }
+
+    /// This recorder, posting no progress event ([`Reason::is_progress`]).
+    pub fn quiet(self) -> Recorder {
+        Recorder {
+            quiet: true,
+            ..self
         }
     }
 
@@ -199,10 +223,14 @@ impl Recorder {
             job_name: job_name.to_owned(),
             instance,
             failures: 0,
+            quiet: false,
         })
     }
 
     pub async fn emit(&mut self, event_type: EventType, reason: Reason, action: &str, note: &str) {
+        if self.quiet && reason.is_progress(event_type) {
+            return;
+        }
         let reason = reason.as_str();
         if self.failures >= MAX_CONSECUTIVE_FAILURES {
             return;
@@ -244,5 +272,32 @@ mod tests {
     fn the_runners_reasons_are_the_documented_list() {
         let ours: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
         assert_eq!(ours, captf_api::names::events::RUNNER);
+    }
+}
+
+#[cfg(test)]
+mod quiet_tests {
+    use super::*;
+
+    #[test]
+    fn a_quiet_run_posts_failures_findings_and_changes_only() {
+        use EventType::{Normal, Warning};
+        let table = [
+            (Reason::RunStarted, Normal, true),
+            (Reason::StepStarted, Normal, true),
+            (Reason::StepSucceeded, Normal, true),
+            (Reason::RunFinished, Normal, true),
+            (Reason::RunFinished, Warning, false),
+            (Reason::StepFailed, Warning, false),
+            (Reason::PlanSummary, Normal, false),
+            (Reason::ResourcesChanged, Normal, false),
+        ];
+        for (reason, ty, progress) in table {
+            assert_eq!(reason.is_progress(ty), progress, "{reason:?} {ty:?}");
+        }
+        // Every reason is in the table.
+        for reason in Reason::ALL {
+            assert!(table.iter().any(|(r, _, _)| *r == reason), "{reason:?}");
+        }
     }
 }

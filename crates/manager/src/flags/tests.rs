@@ -277,7 +277,14 @@ fn bool_flags_take_go_forms() {
             .unwrap()
             .insecure_diagnostics
     );
-    assert!(!parse(&["--runner-events=false"]).unwrap().runner_events);
+    for (given, want) in [
+        ("--runner-events=false", RunnerEvents::Off),
+        ("--runner-events=true", RunnerEvents::Notable),
+        ("--runner-events", RunnerEvents::Notable),
+        ("--runner-events=all", RunnerEvents::All),
+    ] {
+        assert_eq!(parse(&[given]).unwrap().runner_events, want, "{given}");
+    }
     assert!(
         parse(&["--log-text-split-stream"])
             .unwrap()

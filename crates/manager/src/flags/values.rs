@@ -6,12 +6,26 @@
 
 use std::time::Duration;
 
+use crate::jobs::args::RunnerEvents;
+
 /// Go's `strconv.ParseBool`.
 pub fn go_bool(s: &str) -> Result<bool, String> {
     match s {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
         _ => Err(format!("{s:?} is not a boolean (true or false)")),
+    }
+}
+
+/// `--runner-events`: a Go boolean, or `all`.
+pub fn runner_events(s: &str) -> Result<RunnerEvents, String> {
+    match s {
+        "all" => Ok(RunnerEvents::All),
+        _ => match go_bool(s) {
+            Ok(true) => Ok(RunnerEvents::Notable),
+            Ok(false) => Ok(RunnerEvents::Off),
+            Err(_) => Err(format!("{s:?} is not true, false or all")),
+        },
     }
 }
 

@@ -49,6 +49,46 @@ pub struct RunnerArgs {
     /// `<apiVersion>/<kind>/<namespace>/<name>/<uid>` of the object, and the
     /// Job's name, for progress events.
     pub event_object: Option<(String, String)>,
+    /// The runner posts only failures, findings and changes.
+    pub quiet_events: bool,
+}
+
+/// Which runs post events on their object (`--runner-events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunnerEvents {
+    /// No run posts any (`false`).
+    Off,
+    /// Every run posts its events, except that a routine refresh or drift
+    /// check posts only a failure, a finding or a change (`true`, the
+    /// default), and its Job's creation is not announced.
+    #[default]
+    Notable,
+    /// Every run posts every event, routine ones included (`all`).
+    All,
+}
+
+impl RunnerEvents {
+    /// A refresh or drift check: scheduled work that usually changes
+    /// nothing, run as often as every minute per pool.
+    pub fn is_routine(op: Op) -> bool {
+        matches!(op, Op::Refresh | Op::Drift)
+    }
+
+    /// For a Job of `op`: `None` when its runner posts no event, else
+    /// whether it posts only failures, findings and changes.
+    pub fn quiet_for(self, op: Op) -> Option<bool> {
+        match self {
+            RunnerEvents::Off => None,
+            RunnerEvents::Notable => Some(Self::is_routine(op)),
+            RunnerEvents::All => Some(false),
+        }
+    }
+
+    /// Whether the manager announces the creation of a Job of `op`
+    /// (`JobCreated`).
+    pub fn announces_creation(self, op: Op) -> bool {
+        self == RunnerEvents::All || !Self::is_routine(op)
+    }
 }
 
 /// Go's duration syntax for whole seconds, as the runner's flags read it.
@@ -109,6 +149,9 @@ impl RunnerArgs {
         if let Some((object, job)) = &self.event_object {
             a.push(format!("--event-object={object}"));
             a.push(format!("--job-name={job}"));
+            if self.quiet_events {
+                a.push("--quiet-events".to_owned());
+            }
         }
         a
     }
@@ -139,6 +182,7 @@ mod tests {
             restore: None,
             plan_key: false,
             event_object: None,
+            quiet_events: false,
         }
     }
 
@@ -175,6 +219,7 @@ mod tests {
             expect_plan: Some("p2:x".into()),
         });
         a.plan_key = true;
+        a.quiet_events = true;
         a.event_object = Some((
             "infrastructure.cluster.x-k8s.io/v1alpha1/TerraformCluster/team-a/prod/uid-1".into(),
             "captf-c-prod-apply-a1-abcdef".into(),
@@ -191,6 +236,7 @@ mod tests {
                 "--plan-key-file=/captf/plan-key/key",
                 "--event-object=infrastructure.cluster.x-k8s.io/v1alpha1/TerraformCluster/team-a/prod/uid-1",
                 "--job-name=captf-c-prod-apply-a1-abcdef",
+                "--quiet-events",
             ]
         );
         let mut r = base();
@@ -200,6 +246,36 @@ mod tests {
             &r.to_args()[13..],
             ["--restore-chunks=2", "--restore-resources=5"]
         );
+    }
+
+    #[test]
+    fn routine_runs_are_quiet_unless_all_events_are_asked_for() {
+        use RunnerEvents::*;
+        // (setting, op, quiet_for, announces_creation)
+        let table = [
+            (Notable, Op::Refresh, Some(true), false),
+            (Notable, Op::Drift, Some(true), false),
+            (Notable, Op::Apply, Some(false), true),
+            (Notable, Op::Destroy, Some(false), true),
+            (Notable, Op::Restore, Some(false), true),
+            (Notable, Op::Plan, Some(false), true),
+            (All, Op::Refresh, Some(false), true),
+            (All, Op::Apply, Some(false), true),
+            (Off, Op::Refresh, None, false),
+            (Off, Op::Apply, None, true),
+        ];
+        for (setting, op, quiet, announced) in table {
+            assert_eq!(setting.quiet_for(op), quiet, "{setting:?} {op:?}");
+            assert_eq!(
+                setting.announces_creation(op),
+                announced,
+                "{setting:?} {op:?}"
+            );
+        }
+        // Without an event object the quiet flag is not passed.
+        let mut a = base();
+        a.quiet_events = true;
+        assert!(!a.to_args().iter().any(|x| x == "--quiet-events"));
     }
 
     #[test]

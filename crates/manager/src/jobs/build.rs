@@ -420,6 +420,7 @@ mod tests {
                 restore: None,
                 plan_key: false,
                 event_object: None,
+                quiet_events: false,
             },
             runner_image: "ghcr.io/captf-io/captf-manager:v0.1.0".into(),
             image_pull_policy: Some("IfNotPresent".into()),

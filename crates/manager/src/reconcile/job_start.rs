@@ -23,7 +23,7 @@ use crate::engine::job_conditions::{ConditionStatus, ConditionValue};
 use crate::io::leases::{Acquire, LeaseKind, LeaseRequest, acquire, release_if_held};
 use crate::io::records::write_record;
 use crate::io::start::{Started, create_job, ensure_run_secret};
-use crate::jobs::args::{Guard, RunnerArgs};
+use crate::jobs::args::{Guard, RunnerArgs, RunnerEvents};
 use crate::jobs::build::{JobBlueprint, RestoreChunk, build};
 use crate::leases::{backstop, cluster_lease_name, run_lease_name, takes_cluster_lease};
 use crate::names::{job_name, state_suffix};
@@ -102,7 +102,7 @@ pub struct PlannedStart {
 #[derive(Debug, Clone)]
 pub struct StartSettings<'a> {
     pub runner_image: &'a str,
-    pub runner_events: bool,
+    pub runner_events: RunnerEvents,
     /// `--cluster-operation-gate`.
     pub cluster_gate: bool,
 }
@@ -252,7 +252,8 @@ fn runner_args<K: Workload>(
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let state_labels = crate::names::state_labels(K::KIND, &name, &req.cluster_name);
-    let event_object = config.runner_events.then(|| {
+    let quiet_events = config.runner_events.quiet_for(req.op);
+    let event_object = quiet_events.map(|_| {
         (
             format!(
                 "{}/{}/{}/{}/{}",
@@ -287,6 +288,7 @@ fn runner_args<K: Workload>(
             .map(|t| (t.chunk_names.len() as u32, t.resources)),
         plan_key: req.plan_key_secret.is_some(),
         event_object,
+        quiet_events: quiet_events.unwrap_or(false),
     }
 }
 
@@ -363,8 +365,10 @@ pub async fn execute_start<K: Workload>(
 /// carries out, the start's warnings and any reserved env it dropped.
 async fn announce_created<K: Workload>(ctx: &Context, obj: &K, start: &PlannedStart) {
     let (job, op) = (&start.job_name, start.op.as_str());
-    let note = format!("Job {job} created for {op}");
-    event(ctx, obj, false, events::JOB_CREATED, op, note).await;
+    if ctx.config.runner_events.announces_creation(start.op) {
+        let note = format!("Job {job} created for {op}");
+        event(ctx, obj, false, events::JOB_CREATED, op, note).await;
+    }
     if let Some(note) = &start.approved {
         event(ctx, obj, false, events::PLAN_APPROVED, op, note.clone()).await;
         // An approved plan (or approved deletes) is carried out.

@@ -65,7 +65,7 @@ fn request(op: Op, remediation: bool) -> StartRequest {
 
 const CONFIG: StartSettings<'static> = StartSettings {
     runner_image: "registry.example/captf-manager:dev",
-    runner_events: true,
+    runner_events: crate::jobs::args::RunnerEvents::Notable,
     cluster_gate: true,
 };
 

@@ -67,8 +67,8 @@ pub struct Config {
     /// Image of the runner init container (`--runner-image`).
     pub runner_image: String,
     pub defaults: ManagerDefaults,
-    /// Runner progress events (`--runner-events`).
-    pub runner_events: bool,
+    /// Which runs post events (`--runner-events`).
+    pub runner_events: crate::jobs::args::RunnerEvents,
     /// Minimum resync of every object (`--sync-period`).
     pub sync_period: Duration,
     /// Watch one namespace only (`--namespace`).
@@ -127,7 +127,7 @@ impl Config {
         Config {
             runner_image: runner_image.into(),
             defaults: ManagerDefaults::default(),
-            runner_events: true,
+            runner_events: crate::jobs::args::RunnerEvents::Notable,
             sync_period: Duration::from_secs(600),
             namespace: None,
             watch_filter: None,

@@ -29,6 +29,7 @@ fn args(op: Op) -> RunnerArgs {
         restore: None,
         plan_key: false,
         event_object: None,
+        quiet_events: false,
     }
 }
 
@@ -102,6 +103,13 @@ fn guarded_restore_and_event_flags_keep_their_meaning() {
         "infrastructure.cluster.x-k8s.io/v1alpha1/TerraformCluster/team-a/prod/uid-1"
     );
     assert_eq!(p.job_name, "captf-c-prod-apply-a1-abcdef");
+    assert!(!p.quiet_events);
+    a.quiet_events = true;
+    assert!(
+        captf_runner::parse_run_args(a.to_args())
+            .unwrap()
+            .quiet_events
+    );
 
     let mut r = args(Op::Restore);
     r.restore = Some((3, 12));

@@ -180,6 +180,7 @@ async fn an_apply_job_runs_the_noop_pool_module_and_stores_readable_state() {
             restore: None,
             plan_key: false,
             event_object: None,
+            quiet_events: false,
         },
         runner_image: MANAGER_IMAGE.into(),
         image_pull_policy: None,

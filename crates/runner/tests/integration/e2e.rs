@@ -781,6 +781,41 @@ async fn failures_preflight_and_events() {
     for e in &events.items {
         assert!(!e.note.clone().unwrap_or_default().contains(SECRET_VALUE));
     }
+
+    // Quiet events: a routine run that succeeds posts none; one that fails
+    // posts its failure and its end, and no progress.
+    let quiet_obj = format!(
+        "infrastructure.cluster.x-k8s.io/v1alpha1/TerraformMachine/{}/m2/uid-456",
+        ns.name()
+    );
+    let quiet = [
+        format!("--event-object={quiet_obj}"),
+        "--job-name=captf-m-m2-refresh-a1-abcdef".to_owned(),
+        "--quiet-events".to_owned(),
+    ];
+    let quiet: Vec<&str> = quiet.iter().map(String::as_str).collect();
+    let r = h.run("refresh", &Harness::vars(1, 0), &quiet);
+    assert_eq!(r.exit, 0, "{}", r.stderr);
+    let r = h.run("refresh", &bad, &quiet);
+    assert_eq!((r.exit, r.kind()), (1, "step"));
+    let mut posted: Vec<(String, String)> = ns
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some("uid-456"))
+        .map(|e| (e.reason.unwrap_or_default(), e.type_.unwrap_or_default()))
+        .collect();
+    posted.sort();
+    assert_eq!(
+        posted,
+        [
+            ("RunFinished".to_owned(), "Warning".to_owned()),
+            ("StepFailed".to_owned(), "Warning".to_owned())
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
