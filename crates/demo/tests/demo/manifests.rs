@@ -43,6 +43,8 @@ fn components_text() -> &'static str {
             "metadata.yaml",
             "cluster-template.yaml",
             "cluster-template-clusterclass.yaml",
+            "clusterclass-noop.yaml",
+            "identity.yaml",
         ] {
             assert!(out.path().join(file).is_file(), "the release lacks {file}");
         }

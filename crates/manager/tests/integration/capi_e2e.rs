@@ -12,7 +12,9 @@ use crate::support;
 
 use std::collections::BTreeSet;
 
-use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
+use captf_api::{
+    TerraformCluster, TerraformClusterIdentity, TerraformMachine, TerraformMachinePool,
+};
 use captf_manager::capi;
 use captf_testenv::{TestEnv, TestNamespace, eventually};
 use k8s_openapi::api::batch::v1::Job;
@@ -40,6 +42,10 @@ fn machine_pools(ns: &TestNamespace) -> Api<DynamicObject> {
 
 fn clusters(ns: &TestNamespace) -> Api<DynamicObject> {
     Api::namespaced_with(ns.client(), ns.name(), &capi::cluster_resource())
+}
+
+fn machines(ns: &TestNamespace) -> Api<DynamicObject> {
+    Api::namespaced_with(ns.client(), ns.name(), &capi::machine_resource())
 }
 
 /// The MachinePool as Cluster API sees it: provider IDs, node references
@@ -132,7 +138,8 @@ fn cluster_label(meta: &kube::api::ObjectMeta) -> Option<String> {
 }
 
 /// Everything the provider and Cluster API made in `ns` that is still there:
-/// Jobs, the provider's Secrets, Leases, the Cluster API objects, our nodes.
+/// Jobs, the provider's Secrets, Leases, the Cluster API objects (Clusters,
+/// MachinePools, Machines), ours, our nodes.
 async fn leftovers(ns: &TestNamespace) -> Option<Vec<String>> {
     let mut left = Vec::new();
     for j in ns.api::<Job>().list(&ListParams::default()).await.ok()? {
@@ -156,6 +163,9 @@ async fn leftovers(ns: &TestNamespace) -> Option<Vec<String>> {
     for o in machine_pools(ns).list(&ListParams::default()).await.ok()? {
         left.push(format!("MachinePool/{}", o.metadata.name?));
     }
+    for o in machines(ns).list(&ListParams::default()).await.ok()? {
+        left.push(format!("Machine/{}", o.metadata.name?));
+    }
     for o in ns
         .api::<TerraformCluster>()
         .list(&ListParams::default())
@@ -171,6 +181,14 @@ async fn leftovers(ns: &TestNamespace) -> Option<Vec<String>> {
         .ok()?
     {
         left.push(format!("TerraformMachinePool/{}", o.metadata.name?));
+    }
+    for o in ns
+        .api::<TerraformMachine>()
+        .list(&ListParams::default())
+        .await
+        .ok()?
+    {
+        left.push(format!("TerraformMachine/{}", o.metadata.name?));
     }
     let nodes: Api<Node> = Api::all(ns.client());
     let prefix = format!("noop:///{}/", ns.name());
@@ -218,9 +236,18 @@ async fn set_replicas(ns: &TestNamespace, replicas: i32) {
         .unwrap();
 }
 
-async fn setup(env: &'static TestEnv, ns: &TestNamespace, tmp: &std::path::Path) -> Manager {
+const ALL_ROLES: [&str; 3] = ["cluster", "machine", "machinepool"];
+
+/// The manager of `ns`, its runner role, and the noop module images of
+/// `roles` on the real node.
+async fn setup(
+    env: &'static TestEnv,
+    ns: &TestNamespace,
+    tmp: &std::path::Path,
+    roles: &[&str],
+) -> Manager {
     insert_manager(env, ns.name()).await;
-    for role in ["cluster", "machine", "machinepool"] {
+    for &role in roles {
         insert_module(
             env,
             &module_ref(role, ns.name()),
@@ -238,7 +265,7 @@ async fn cluster_api_drives_a_classic_cluster_with_a_pool_from_creation_to_delet
     env.cluster_api().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let _manager = setup(env, &ns, tmp.path(), &ALL_ROLES).await;
 
     // What a user writes (and the kubeconfig Secret of a control plane
     // provider): no owner references, no cluster-name labels.
@@ -512,7 +539,7 @@ async fn a_cluster_class_topology_creates_our_objects_from_our_templates() {
     serve_our_webhooks(env).await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let _manager = setup(env, &ns, tmp.path(), &ALL_ROLES).await;
     create_credentials(&ns).await;
     cluster_class(&ns).await;
 
@@ -760,55 +787,79 @@ fn clusterctl_repository(root: &std::path::Path) -> std::path::PathBuf {
     config
 }
 
-/// `clusterctl generate cluster` of `flavor` (None: the default template),
-/// offline, with the module images of `ns`.
+/// clusterctl with `args`, offline: its configuration under `root`, no
+/// kubeconfig (so it looks nothing up in a management cluster: the
+/// ClusterClass comes from the repository), no version check, and `vars`.
+fn clusterctl(root: &std::path::Path, args: &[&str], vars: &[(&str, String)]) -> String {
+    let clusterctl =
+        captf_testenv::assets::capi_binary("clusterctl").expect("the clusterctl test asset");
+    let out = std::process::Command::new(clusterctl)
+        .args(args)
+        .env("HOME", root)
+        .env("KUBECONFIG", root.join("no-kubeconfig"))
+        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "clusterctl {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `clusterctl generate cluster` of `flavor` (None: the default template)
+/// with one control-plane machine and one worker, the module images of
+/// `ns` and the TerraformClusterIdentity `identity`.
 fn generate_cluster(
     root: &std::path::Path,
     config: &std::path::Path,
     ns: &TestNamespace,
+    identity: &str,
     name: &str,
     flavor: Option<&str>,
 ) -> String {
-    let clusterctl =
-        captf_testenv::assets::capi_binary("clusterctl").expect("the clusterctl test asset");
-    let mut cmd = std::process::Command::new(clusterctl);
-    cmd.args(["generate", "cluster", name])
-        .arg(format!(
-            "--infrastructure=terraform:v{}",
-            env!("CARGO_PKG_VERSION")
-        ))
-        .arg(format!("--config={}", config.display()))
-        .arg(format!("--target-namespace={}", ns.name()))
-        .args([
-            "--kubernetes-version=v1.37.2",
-            "--worker-machine-count=2",
-            "--control-plane-machine-count=1",
-        ])
-        .env("HOME", root)
-        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
-        .env(
-            "CAPTF_CLUSTER_MODULE_IMAGE",
-            module_ref("cluster", ns.name()),
-        )
-        .env(
-            "CAPTF_MACHINE_MODULE_IMAGE",
-            module_ref("machine", ns.name()),
-        )
-        .env(
-            "CAPTF_MACHINEPOOL_MODULE_IMAGE",
-            module_ref("machinepool", ns.name()),
-        )
-        .env("CAPTF_CREDENTIALS_SECRET", "creds");
-    if let Some(flavor) = flavor {
-        cmd.arg(format!("--flavor={flavor}"));
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "clusterctl generate cluster: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let infrastructure = format!("--infrastructure=terraform:v{}", env!("CARGO_PKG_VERSION"));
+    let config = format!("--config={}", config.display());
+    let namespace = format!("--target-namespace={}", ns.name());
+    let flavor = flavor.map(|f| format!("--flavor={f}"));
+    let mut args = vec![
+        "generate",
+        "cluster",
+        name,
+        &infrastructure,
+        &config,
+        &namespace,
+        "--kubernetes-version=v1.37.2",
+        "--worker-machine-count=1",
+        "--control-plane-machine-count=1",
+    ];
+    args.extend(flavor.as_deref());
+    let vars = [
+        ("TERRAFORM_IDENTITY_NAME", identity.to_owned()),
+        ("TERRAFORM_CLUSTER_IMAGE", module_ref("cluster", ns.name())),
+        ("TERRAFORM_MACHINE_IMAGE", module_ref("machine", ns.name())),
+    ];
+    clusterctl(root, &args, &vars)
+}
+
+/// `templates/identity.yaml` as an admin renders it with `clusterctl
+/// generate yaml`: the identity `name` for `ns`, its Secret in `ns` (so the
+/// namespace's cleanup finds the identity).
+fn generate_identity(root: &std::path::Path, ns: &TestNamespace, name: &str) -> String {
+    let from = workspace().join("templates/identity.yaml");
+    let vars = [
+        ("TERRAFORM_IDENTITY_NAME", name.to_owned()),
+        ("NAMESPACE", ns.name().to_owned()),
+        ("TERRAFORM_IDENTITY_SECRET_NAMESPACE", ns.name().to_owned()),
+    ];
+    clusterctl(
+        root,
+        &["generate", "yaml", "--from", from.to_str().unwrap()],
+        &vars,
+    )
 }
 
 /// Server-side applies every document of `yaml`, as `kubectl apply
@@ -846,33 +897,132 @@ async fn apply_yaml(client: &kube::Client, yaml: &str) -> Vec<String> {
     applied
 }
 
+/// `status/reason` of the condition `type_` of one of our objects.
+fn condition_of<T: serde::Serialize>(obj: &T, type_: &str) -> Option<String> {
+    let value = serde_json::to_value(obj).ok()?;
+    let c = value["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?;
+    Some(format!(
+        "{}/{}",
+        c["status"].as_str().unwrap_or_default(),
+        c["reason"].as_str().unwrap_or_default()
+    ))
+}
+
+fn has_label(meta: &kube::api::ObjectMeta, key: &str) -> bool {
+    meta.labels.as_ref().is_some_and(|l| l.contains_key(key))
+}
+
+fn cloned_from(meta: &kube::api::ObjectMeta) -> Option<String> {
+    meta.annotations
+        .as_ref()?
+        .get("cluster.x-k8s.io/cloned-from-name")
+        .cloned()
+}
+
+fn of_cluster(cluster: &str) -> ListParams {
+    ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}"))
+}
+
+/// Waits until `cluster` has `count` Machines, each Running with the
+/// provider ID of the Node Cluster API matched it to; returns them.
+async fn machines_matched(
+    ns: &TestNamespace,
+    cluster: &str,
+    count: usize,
+    secs: u64,
+) -> Vec<DynamicObject> {
+    let nodes: Api<Node> = Api::all(ns.client());
+    let last = std::sync::Mutex::new(String::new());
+    eventually(
+        &format!("the {count} Machines of {cluster} matched to Nodes"),
+        secs,
+        || async {
+            let list = machines(ns).list(&of_cluster(cluster)).await.ok()?.items;
+            let mut seen = Vec::new();
+            let mut matched = 0;
+            for m in &list {
+                let id = m.data["spec"]["providerID"].as_str();
+                let node = m.data["status"]["nodeRef"]["name"].as_str();
+                let phase = m.data["status"]["phase"].as_str().unwrap_or_default();
+                let node_id = match node {
+                    Some(n) => nodes.get(n).await.ok().and_then(|n| n.spec?.provider_id),
+                    None => None,
+                };
+                if id.is_some() && node_id.as_deref() == id && phase == "Running" {
+                    matched += 1;
+                }
+                let waiting: Vec<String> = m.data["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| c["status"] != "True")
+                    .map(|c| format!("{}={}/{}", c["type"], c["status"], c["reason"]))
+                    .collect();
+                seen.push(format!(
+                    "{}: phase={phase} providerID={id:?} node={node:?} {waiting:?}",
+                    m.metadata.name.as_deref().unwrap_or_default()
+                ));
+            }
+            let seen = seen.join("\n  ");
+            let mut l = last.lock().unwrap();
+            if *l != seen {
+                eprintln!("{cluster} machines:\n  {seen}");
+                *l = seen;
+            }
+            (list.len() == count && matched == count).then_some(list)
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusterctl_generate_cluster_renders_our_templates_which_converge() {
+    // Its cluster-scoped identity reaches every running manager.
+    let _identities = captf_testenv::gate::creating_identities().await;
     let env = TestEnv::get().await;
-    env.cluster_api().await;
+    let cluster_api = env.cluster_api().await;
     serve_our_webhooks(env).await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
-    create_credentials(&ns).await;
+    let _manager = setup(env, &ns, tmp.path(), &["cluster", "machine"]).await;
     let config = clusterctl_repository(tmp.path());
 
-    // The classic template: its output applies, and the cluster and its pool
-    // converge under Cluster API.
-    let classic = generate_cluster(tmp.path(), &config, &ns, "gen", None);
+    // The admin's part: the identity of identity.yaml, allowing this
+    // namespace.
+    let identity = format!("{}-id", ns.name());
+    let applied = apply_yaml(&ns.client(), &generate_identity(tmp.path(), &ns, &identity)).await;
+    assert_eq!(
+        applied,
+        [
+            format!("Secret/{identity}"),
+            format!("TerraformClusterIdentity/{identity}")
+        ]
+    );
+    let identity_ref = json!({"kind": "TerraformClusterIdentity", "name": identity});
+    let machine_image = module_ref("machine", ns.name());
+
+    // The default flavor: its output applies, and the kubeadm control plane's
+    // machine and the MachineDeployment's converge under Cluster API.
+    let classic = generate_cluster(tmp.path(), &config, &ns, &identity, "gen", None);
     let applied = apply_yaml(&ns.client(), &classic).await;
     assert_eq!(
         applied,
         [
             "Cluster/gen",
             "TerraformCluster/gen",
-            "Secret/gen-pool-0-bootstrap",
-            "MachinePool/gen-pool-0",
-            "TerraformMachinePool/gen-pool-0"
+            "KubeadmControlPlane/gen-control-plane",
+            "TerraformMachineTemplate/gen-control-plane",
+            "MachineDeployment/gen-md-0",
+            "TerraformMachineTemplate/gen-md-0",
+            "KubeadmConfigTemplate/gen-md-0",
+            "MachineHealthCheck/gen-md-0",
+            "MachineHealthCheck/gen-control-plane",
         ]
     );
     let cluster = clusters(&ns).get("gen").await.unwrap();
-    let cluster_api = env.cluster_api().await;
     ns.api::<Secret>()
         .create(
             &PostParams::default(),
@@ -880,42 +1030,219 @@ async fn clusterctl_generate_cluster_renders_our_templates_which_converge() {
         )
         .await
         .unwrap();
-    eventually(
-        "the generated MachinePool matched to 2 nodes",
-        240,
-        || async {
-            let mp = machine_pools(&ns).get("gen-pool-0").await.ok()?;
-            let refs = mp.data["status"]["nodeRefs"].as_array()?.len();
-            (refs == 2 && mp.data["status"]["phase"] == json!("Running")).then_some(())
-        },
-    )
-    .await;
-    let tc = ns.api::<TerraformCluster>().get("gen").await.unwrap();
-    assert!(is_ready(&tc));
+    let matched = machines_matched(&ns, "gen", 2, 300).await;
+    let control_plane: Vec<String> = matched
+        .iter()
+        .filter(|m| has_label(&m.metadata, "cluster.x-k8s.io/control-plane"))
+        .filter_map(|m| m.metadata.name.clone())
+        .collect();
+    let workers: Vec<String> = matched
+        .iter()
+        .filter(|m| {
+            m.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("cluster.x-k8s.io/deployment-name"))
+                .is_some_and(|d| d == "gen-md-0")
+        })
+        .filter_map(|m| m.metadata.name.clone())
+        .collect();
+    assert_eq!((control_plane.len(), workers.len()), (1, 1), "{matched:?}");
 
-    // The ClusterClass flavour: clusterctl adds the class; the output
-    // applies and the topology makes our TerraformCluster from it.
-    let topology = generate_cluster(tmp.path(), &config, &ns, "gen-topo", Some("clusterclass"));
-    let applied = apply_yaml(&ns.client(), &topology).await;
-    assert!(
-        applied.contains(&"ClusterClass/captf".to_owned()),
-        "{applied:?}"
+    // Ours: the cluster and both machines Ready on the identity, the
+    // machines cloned from the two templates with the machine image and
+    // no identity of their own (the cluster's default).
+    let tc = eventually("the TerraformCluster gen Ready", 120, || async {
+        let tc = ns.api::<TerraformCluster>().get("gen").await.ok()?;
+        is_ready(&tc).then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        condition_of(&tc, "IdentityAllowed").as_deref(),
+        Some("True/IdentityAllowed")
     );
-    assert_eq!(applied.last().map(String::as_str), Some("Cluster/gen-topo"));
-    eventually(
-        "the topology's TerraformCluster exporting zone a",
+    let tms = eventually("both TerraformMachines of gen Ready", 120, || async {
+        let list = ns
+            .api::<TerraformMachine>()
+            .list(&of_cluster("gen"))
+            .await
+            .ok()?
+            .items;
+        (list.len() == 2
+            && list
+                .iter()
+                .all(|m| condition_of(m, "Ready").as_deref() == Some("True/Ready")))
+        .then_some(list)
+    })
+    .await;
+    let mut templates = BTreeSet::new();
+    for tm in &tms {
+        assert_eq!(tm.spec.workspace.source.image, machine_image);
+        assert!(tm.spec.workspace.identity_ref.is_none(), "{:?}", tm.spec);
+        assert_eq!(
+            condition_of(tm, "IdentityAllowed").as_deref(),
+            Some("True/IdentityAllowed"),
+            "{:?}",
+            tm.metadata.name
+        );
+        templates.extend(cloned_from(&tm.metadata));
+    }
+    assert_eq!(
+        templates,
+        BTreeSet::from(["gen-control-plane".to_owned(), "gen-md-0".to_owned()])
+    );
+    ns.api::<Secret>()
+        .get(&format!("captf-creds-{identity}"))
+        .await
+        .expect("the identity's Secret mirrored into the namespace");
+
+    // Each MachineHealthCheck finds its machine, healthy.
+    let health_checks = dynamic_api(&ns, "cluster.x-k8s.io", "v1beta2", "MachineHealthCheck");
+    for (name, targets) in [
+        ("gen-control-plane", &control_plane),
+        ("gen-md-0", &workers),
+    ] {
+        let last = std::sync::Mutex::new(Value::Null);
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+            loop {
+                if let Ok(mhc) = health_checks.get(name).await {
+                    let status = mhc.data["status"].clone();
+                    if status["expectedMachines"] == json!(1)
+                        && status["currentHealthy"] == json!(1)
+                        && status["targets"] == json!(targets)
+                    {
+                        return;
+                    }
+                    *last.lock().unwrap() = status;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "MachineHealthCheck {name} never found {targets:?} healthy: {}",
+            last.lock().unwrap()
+        );
+    }
+
+    // The clusterclass flavor: clusterctl adds the ClusterClass `noop` from
+    // the repository; the topology makes our objects from its templates
+    // with the variables patched in.
+    let topology = generate_cluster(
+        tmp.path(),
+        &config,
+        &ns,
+        &identity,
+        "gen-topo",
+        Some("clusterclass"),
+    );
+    let applied = apply_yaml(&ns.client(), &topology).await;
+    assert_eq!(
+        applied,
+        [
+            "TerraformClusterTemplate/noop",
+            "KubeadmControlPlaneTemplate/noop-control-plane",
+            "TerraformMachineTemplate/noop-control-plane",
+            "TerraformMachineTemplate/noop-worker",
+            "KubeadmConfigTemplate/noop-worker",
+            "ClusterClass/noop",
+            "Cluster/gen-topo",
+        ]
+    );
+    let cluster = clusters(&ns).get("gen-topo").await.unwrap();
+    ns.api::<Secret>()
+        .create(
+            &PostParams::default(),
+            &cluster_api.kubeconfig_secret("gen-topo", &cluster.metadata.uid.unwrap()),
+        )
+        .await
+        .unwrap();
+    let tc = eventually("the topology's TerraformCluster Ready", 240, || async {
+        let list = ns
+            .api::<TerraformCluster>()
+            .list(&of_cluster("gen-topo"))
+            .await
+            .ok()?;
+        let tc = list.items.into_iter().next()?;
+        is_ready(&tc).then_some(tc)
+    })
+    .await;
+    assert_eq!(cloned_from(&tc.metadata).as_deref(), Some("noop"));
+    let spec = serde_json::to_value(&tc.spec).unwrap();
+    assert_eq!(
+        spec["source"]["image"],
+        json!(module_ref("cluster", ns.name())),
+        "clusterImage"
+    );
+    assert_eq!(spec["identityRef"], identity_ref, "identityName");
+    assert_eq!(
+        spec["defaults"]["identityRef"], identity_ref,
+        "identityName"
+    );
+    assert_eq!(
+        condition_of(&tc, "IdentityAllowed").as_deref(),
+        Some("True/IdentityAllowed")
+    );
+
+    // The control plane's machine and the worker's are made from the
+    // topology's clones of the class's two machine templates, which carry
+    // machineImage (the class's own hold a placeholder).
+    let tms = eventually(
+        "a control-plane and a worker TerraformMachine of gen-topo",
         240,
         || async {
-            let tcs = ns
-                .api::<TerraformCluster>()
-                .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=gen-topo"))
+            let list = ns
+                .api::<TerraformMachine>()
+                .list(&of_cluster("gen-topo"))
                 .await
-                .ok()?;
-            let tc = tcs.items.into_iter().next()?;
-            (exported_zone(&tc).as_deref() == Some("a")).then_some(())
+                .ok()?
+                .items;
+            let cp = list
+                .iter()
+                .filter(|m| has_label(&m.metadata, "cluster.x-k8s.io/control-plane"))
+                .count();
+            (list.len() == 2 && cp == 1).then_some(list)
         },
     )
     .await;
+    let machine_templates = infra(&ns, "TerraformMachineTemplate");
+    let mut class_templates = BTreeSet::new();
+    for tm in &tms {
+        assert_eq!(tm.spec.workspace.source.image, machine_image);
+        let from = cloned_from(&tm.metadata).expect("cloned from a template");
+        let template = machine_templates.get(&from).await.unwrap();
+        assert_eq!(
+            template.data["spec"]["template"]["spec"]["source"]["image"],
+            json!(machine_image),
+            "{from}"
+        );
+        class_templates.extend(cloned_from(&template.metadata));
+    }
+    assert_eq!(
+        class_templates,
+        BTreeSet::from(["noop-control-plane".to_owned(), "noop-worker".to_owned()])
+    );
+    // The topology's health checks, from the flavor's timeouts.
+    let mut startup: Vec<i64> =
+        eventually("the topology's two MachineHealthChecks", 120, || async {
+            let list = health_checks
+                .list(&of_cluster("gen-topo"))
+                .await
+                .ok()?
+                .items;
+            (list.len() == 2).then_some(list)
+        })
+        .await
+        .iter()
+        .map(|m| {
+            m.data["spec"]["checks"]["nodeStartupTimeoutSeconds"]
+                .as_i64()
+                .unwrap_or_default()
+        })
+        .collect();
+    startup.sort_unstable();
+    assert_eq!(startup, [1200, 1800]);
 
     for name in ["gen", "gen-topo"] {
         clusters(&ns)
@@ -923,5 +1250,29 @@ async fn clusterctl_generate_cluster_renders_our_templates_which_converge() {
             .await
             .unwrap();
     }
-    wait_all_gone(&ns, 240).await;
+    wait_all_gone(&ns, 300).await;
+
+    // Nothing uses the identity any more, so it may be deleted. Its status
+    // may still list this namespace's mirror (the controller reads the
+    // mirrors again only every few minutes): a touch makes it look now.
+    let identities: Api<TerraformClusterIdentity> = Api::all(ns.client());
+    let touches = std::sync::atomic::AtomicU32::new(0);
+    eventually("the unused identity deleted", 60, || async {
+        match identities.delete(&identity, &DeleteParams::default()).await {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Some(()),
+            Err(e) => {
+                let n = touches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                eprintln!("deleting identity {identity}: {e}");
+                let touch =
+                    json!({"metadata": {"annotations": {"captf.io/test-touch": n.to_string()}}});
+                let _ = identities
+                    .patch(&identity, &PatchParams::default(), &Patch::Merge(&touch))
+                    .await;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                None
+            }
+        }
+    })
+    .await;
 }
