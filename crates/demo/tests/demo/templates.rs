@@ -389,6 +389,25 @@ fn the_clusterclass_flavor_brings_the_noop_class_and_fills_its_variables() {
         "default-worker"
     );
 
+    // The class's own templates carry the generated cluster's images, so
+    // the manager can inspect its machine templates; each clone's comes
+    // from the patches below.
+    for (kind, name, image) in [
+        ("TerraformClusterTemplate", "noop", CLUSTER_IMAGE),
+        (
+            "TerraformMachineTemplate",
+            "noop-control-plane",
+            MACHINE_IMAGE,
+        ),
+        ("TerraformMachineTemplate", "noop-worker", MACHINE_IMAGE),
+    ] {
+        assert_eq!(
+            object(&docs, kind, name)["spec"]["template"]["spec"]["source"]["image"],
+            image,
+            "{kind}/{name}"
+        );
+    }
+
     // The machine image reaches both machine templates, so a new value
     // rolls the control plane and the workers.
     let patch = class["patches"]
