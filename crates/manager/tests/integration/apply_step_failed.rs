@@ -116,8 +116,7 @@ async fn an_apply_step_that_saved_no_state_holds_until_the_operator_confirms() {
     // and a deletion keeps the finalizer.
     set_runner_rules(&ns, whole).await;
     tcs.delete("prod", &DeleteParams::default()).await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
-    let tc = tcs.get("prod").await.expect("held: the finalizer stays");
+    let tc = support::clusters::deletion_held(&ns, "prod").await;
     assert!(!tc.finalizers().is_empty());
     assert_eq!(
         apply_job_names(&ns).await,

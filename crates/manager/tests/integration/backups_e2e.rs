@@ -388,13 +388,7 @@ async fn a_held_deletion_restores_the_requested_backup_then_destroys_it() {
         .delete("lost", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the deletion under way", 60, || async {
-        let tc = tcs.get("lost").await.ok()?;
-        tc.metadata.deletion_timestamp.is_some().then_some(())
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
-    let tc = tcs.get("lost").await.unwrap();
+    let tc = support::clusters::deletion_held(&ns, "lost").await;
     assert!(
         tc.metadata
             .finalizers

@@ -580,7 +580,7 @@ async fn a_paused_cluster_starts_nothing_until_unpaused() {
     })
     .await;
     set_variables(&ns, "calm", json!({"noop_exports_extra": {"zone": "b"}})).await;
-    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    support::clusters::generation_seen(&ns, "calm").await;
     let during = applies(&jobs.list(&ListParams::default()).await.unwrap().items);
     assert_eq!(during, before, "no apply starts while paused");
 

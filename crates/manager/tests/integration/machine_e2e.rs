@@ -561,7 +561,7 @@ async fn a_machine_without_its_durable_inputs_runs_no_check() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let manager = setup(env, &ns, tmp.path()).await;
     cluster(&ns).await;
     machine_pair(&ns, "m-0", false, json!({"drift": {"intervalSeconds": 3}})).await;
     wait_provisioned(&ns, 1, 240, |_| true).await;
@@ -596,8 +596,17 @@ async fn a_machine_without_its_durable_inputs_runs_no_check() {
         .unwrap()
         .message;
     assert!(message.contains("captf-inputs-m-m-0"), "{message}");
+    // The check stays due: a pass woken now finds it due and starts
+    // nothing (the pass that wrote the condition did not either).
     let before = jobs_by_owner(&ns).await;
-    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    support::touch::touch_state(
+        &ns,
+        &manager,
+        WorkloadKind::Machine,
+        "m-0",
+        std::time::Duration::ZERO,
+    )
+    .await;
     assert_eq!(
         jobs_by_owner(&ns).await,
         before,

@@ -156,3 +156,36 @@ pub async fn tamper_with_state(ns: &TestNamespace, cluster: &str) -> String {
     )
     .await
 }
+
+/// Waits for the pass that decided to hold `name`'s deletion: its
+/// `Deleting` condition says the deletion waits (a pass writes its status
+/// last, after any Job it started, so what it did not start by then it
+/// decided not to).
+#[allow(dead_code)]
+pub async fn deletion_held(ns: &TestNamespace, name: &str) -> TerraformCluster {
+    captf_testenv::eventually(&format!("{name}'s deletion held"), 120, || async {
+        let tc = ns.api::<TerraformCluster>().get(name).await.ok()?;
+        let held = tc
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Deleting" && c.message.starts_with("the deletion waits"));
+        held.then_some(tc)
+    })
+    .await
+}
+
+/// Waits for a pass of `name` that saw its current generation (its status
+/// written for it: a pass writes its status last, after any Job it
+/// started).
+#[allow(dead_code)]
+pub async fn generation_seen(ns: &TestNamespace, name: &str) -> TerraformCluster {
+    captf_testenv::eventually(&format!("a pass of {name}'s generation"), 120, || async {
+        let tc = ns.api::<TerraformCluster>().get(name).await.ok()?;
+        let generation = tc.metadata.generation?;
+        (tc.status.as_ref()?.workspace.observed_generation == Some(generation)).then_some(tc)
+    })
+    .await
+}
