@@ -169,6 +169,7 @@ fn run_command(args: RunArgs) -> i32 {
             env,
             stop,
             events: &mut events,
+            version: None,
         }
         .run()
         .await

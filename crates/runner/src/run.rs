@@ -24,6 +24,9 @@ pub struct Runner<'a> {
     pub env: Vec<(String, String)>,
     pub stop: StopSignal,
     pub events: &'a mut Recorder,
+    /// `<runtime> version`, run beside the first steps (its own start-up
+    /// would otherwise add to every run's time); joined when the run ends.
+    pub version: Option<tokio::task::JoinHandle<String>>,
 }
 
 /// Prepared state of a run once the preflight and preparation passed.
@@ -41,6 +44,13 @@ impl Runner<'_> {
         let args = self.args;
         let mut doc = ResultDoc::new(args.op.as_str(), &args.image, &args.bin);
         self.execute(&mut doc).await;
+        let version = match self.version.take() {
+            Some(task) => task.await.unwrap_or_default(),
+            None => String::new(),
+        };
+        if let Some(rt) = &mut doc.runtime {
+            rt.version = version.clone();
+        }
         let (ty, outcome) = match doc.error.as_ref().map(|e| e.kind) {
             None => (EventType::Normal, "succeeded"),
             Some(ErrorKind::Step) => (EventType::Warning, "failed"),
@@ -59,7 +69,7 @@ impl Runner<'_> {
             ),
         };
         let note = format!(
-            "{} {outcome} after {:.1}s",
+            "{} {outcome} after {:.1}s with runtime version {version}",
             args.op,
             started.elapsed().as_secs_f64()
         );
@@ -92,18 +102,14 @@ impl Runner<'_> {
             mut redactor,
         } = prepared;
 
-        if let Some(rt) = &mut doc.runtime {
-            rt.version = self.runtime_version(&root, &env).await;
-        }
-        let note = format!(
-            "{} of image {} with runtime version {}",
-            args.op,
-            args.image,
-            doc.runtime
-                .as_ref()
-                .map(|r| r.version.as_str())
-                .unwrap_or("")
-        );
+        self.version = Some(tokio::spawn(runtime_version(
+            args.bin.clone(),
+            root.clone(),
+            env.clone(),
+            args.stop_timeout,
+            self.stop.clone(),
+        )));
+        let note = format!("{} of image {}", args.op, args.image);
         self.events
             .emit(
                 EventType::Normal,
@@ -285,30 +291,6 @@ impl Runner<'_> {
         })
     }
 
-    async fn runtime_version(&self, root: &Path, env: &[(String, String)]) -> String {
-        let out = exec::run(
-            Invocation {
-                program: &self.args.bin[0],
-                args: self.args.bin[1..]
-                    .iter()
-                    .cloned()
-                    .chain(["version".to_owned(), "-json".to_owned()])
-                    .collect(),
-                cwd: root,
-                env,
-                stdout: Stdout::CaptureOnly,
-                stop_timeout: self.args.stop_timeout,
-            },
-            &Redactor::default(),
-            self.stop.clone(),
-        )
-        .await;
-        serde_json::from_str::<serde_json::Value>(&out.stdout)
-            .ok()
-            .and_then(|v| v.get("terraform_version")?.as_str().map(str::to_owned))
-            .unwrap_or_default()
-    }
-
     async fn run_step(
         &mut self,
         step: &Step,
@@ -444,4 +426,44 @@ impl Runner<'_> {
             _ => false,
         }
     }
+}
+
+/// The runtime's version, as `<runtime> version -json` reports it (empty
+/// when it cannot tell).
+async fn runtime_version(
+    bin: Vec<String>,
+    root: PathBuf,
+    env: Vec<(String, String)>,
+    stop_timeout: std::time::Duration,
+    stop: StopSignal,
+) -> String {
+    // One thread and no collector: a short process that should take as
+    // little as it can from the steps it runs beside.
+    let mut env = env;
+    env.retain(|(k, _)| k != "GOMAXPROCS" && k != "GOGC");
+    env.extend([
+        ("GOMAXPROCS".to_owned(), "1".to_owned()),
+        ("GOGC".to_owned(), "off".to_owned()),
+    ]);
+    let out = exec::run(
+        Invocation {
+            program: &bin[0],
+            args: bin[1..]
+                .iter()
+                .cloned()
+                .chain(["version".to_owned(), "-json".to_owned()])
+                .collect(),
+            cwd: &root,
+            env: &env,
+            stdout: Stdout::CaptureOnly,
+            stop_timeout,
+        },
+        &Redactor::default(),
+        stop,
+    )
+    .await;
+    serde_json::from_str::<serde_json::Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v.get("terraform_version")?.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
