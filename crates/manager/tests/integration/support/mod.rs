@@ -246,6 +246,7 @@ pub fn job_args(job: &k8s_openapi::api::batch::v1::Job) -> Vec<String> {
 pub mod clusters;
 pub mod faults;
 pub mod job_log;
+pub mod kill_run;
 pub mod machines;
 pub mod manager_process;
 pub mod many_pools;
