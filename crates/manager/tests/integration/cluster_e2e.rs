@@ -183,7 +183,7 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
     )
     .await;
     install_runner_role(&ns.client()).await;
-    let _manager = start_manager(ns.client(), ns.name());
+    let manager = start_manager(ns.client(), ns.name());
 
     create_cluster(
         &ns,
@@ -355,8 +355,15 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
         plan.spec.plan_hash
     );
     assert_eq!(plan.spec.summary.replace, Some(1));
-    // Nothing runs while the plan waits.
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    // Nothing runs while the plan waits: a pass woken now starts nothing.
+    support::touch::touch_state(
+        &ns,
+        &manager,
+        captf_manager::names::WorkloadKind::Cluster,
+        "prod",
+        std::time::Duration::ZERO,
+    )
+    .await;
     let tc = ns.api::<TerraformCluster>().get("prod").await.unwrap();
     assert!(tc.status.unwrap().workspace.active_job.is_none());
     plans

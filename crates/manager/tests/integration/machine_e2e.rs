@@ -216,7 +216,7 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let tmp = tempfile::tempdir().unwrap();
-    let _manager = setup(env, &ns, tmp.path()).await;
+    let manager = setup(env, &ns, tmp.path()).await;
     cluster(&ns).await;
     // Scenario 3's bring-up: three control-plane machines and three workers.
     for cp in ["cp-0", "cp-1", "cp-2"] {
@@ -337,7 +337,19 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
         (exports["zone"] == json!("b")).then_some(())
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // A pass of each machine woken after the change starts nothing.
+    for owner in jobs.keys() {
+        if let Some(name) = owner.strip_prefix("TerraformMachine/") {
+            support::touch::touch_state(
+                &ns,
+                &manager,
+                WorkloadKind::Machine,
+                name,
+                std::time::Duration::ZERO,
+            )
+            .await;
+        }
+    }
     let after = jobs_by_owner(&ns).await;
     assert_eq!(
         after.get("TerraformCluster/prod").map(Vec::len),

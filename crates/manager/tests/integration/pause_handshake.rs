@@ -67,7 +67,7 @@ async fn a_pause_that_lands_after_block_move_stops_the_start() {
     let tmp = tempfile::tempdir().unwrap();
     with_cluster_module(env, &ns, tmp.path()).await;
     let faults = Faults::new(Vec::new());
-    let _manager = start_manager(faults.client(env.config()), ns.name());
+    let manager = start_manager(faults.client(env.config()), ns.name());
     let tcs = ns.api::<TerraformCluster>();
     let jobs = ns.api::<Job>();
     create_cluster(&ns, "prod", &module_ref("cluster", ns.name())).await;
@@ -118,7 +118,15 @@ async fn a_pause_that_lands_after_block_move_stops_the_start() {
         (paused && !tc.annotations().contains_key(BLOCK_MOVE)).then_some(())
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    // A pass woken now, paused, starts nothing.
+    support::touch::touch_state(
+        &ns,
+        &manager,
+        captf_manager::names::WorkloadKind::Cluster,
+        "prod",
+        std::time::Duration::ZERO,
+    )
+    .await;
     assert_eq!(
         applies(&jobs.list(&ListParams::default()).await.unwrap().items),
         before,

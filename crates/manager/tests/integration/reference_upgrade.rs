@@ -308,16 +308,25 @@ async fn state_and_records_written_by_the_reference_are_adopted_without_a_re_app
     apply_as_the_reference(env, &tmp.path().join("reference"), &v, &suffix);
     record_as_the_reference(&ns, &tc, &v, &digest).await;
 
-    let _manager = start_manager(ns.client(), ns.name());
+    let manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
     eventually("the adopted cluster Ready", 120, || async {
         let tc = tcs.get("prod").await.ok()?;
         support::clusters::is_ready(&tc).then_some(())
     })
     .await;
-    // Ready came from the adopted state: no apply ran, the state and the
-    // applied record are still the reference's.
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    // Ready came from the adopted state: no apply ran (nor starts in a
+    // pass woken now), the state and the applied record are still the
+    // reference's.
+    support::touch::touch_state(
+        &ns,
+        &manager,
+        captf_manager::names::WorkloadKind::Cluster,
+        "prod",
+        std::time::Duration::ZERO,
+    )
+    .await;
+
     assert_eq!(apply_job_names(&ns).await, Vec::<String>::new());
     let secrets = ns.api::<Secret>();
     let state = secrets.get(&state_secret(&suffix)).await.unwrap();

@@ -136,7 +136,7 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
     let tmp = tempfile::tempdir().unwrap();
     insert_manager(env, ns.name()).await;
     install_runner_role(&ns.client()).await;
-    let _manager = start_manager(ns.client(), ns.name());
+    let manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
     let jobs = ns.api::<Job>();
 
@@ -348,7 +348,9 @@ async fn a_vanished_first_apply_holds_until_the_operator_confirms_it_created_not
         "{:?}",
         tc.metadata.owner_references
     );
-    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    // A pass woken now, with no owner left, keeps the hold (the object
+    // itself is touched: its first apply left no state Secret).
+    support::touch::touch_cluster(&ns, &manager, "orphaned").await;
     let tc = tcs.get("orphaned").await.unwrap();
     assert!(
         tc.metadata

@@ -49,3 +49,23 @@ pub async fn touch_state(
         })
         .collect()
 }
+
+/// Annotates the TerraformCluster `name` itself (for one with no state
+/// Secret to touch) and waits for the pass it wakes.
+#[allow(dead_code)]
+pub async fn touch_cluster(ns: &TestNamespace, manager: &Manager, name: &str) {
+    let before = manager.passes.snapshot();
+    ns.api::<captf_api::TerraformCluster>()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"example.com/touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let key = format!("TerraformCluster/{}/{name}", ns.name());
+    eventually(&format!("{key} to look again"), 30, || async {
+        (manager.passes.snapshot().get(&key) > before.get(&key)).then_some(())
+    })
+    .await;
+}
