@@ -114,6 +114,10 @@ pub mod annotations {
     /// was created, or `absent` (lock evidence: an unchanged lock proves
     /// the runtime never ran).
     pub const STATE_LOCK_VERSION: &str = "captf.io/state-lock-version";
+    /// On every Job: the run lease's resourceVersion once its start took
+    /// it, so bookkeeping gives the lease back with one conditioned delete
+    /// (a lease written since, by a retry or a takeover, is read first).
+    pub const RUN_LEASE_VERSION: &str = "captf.io/run-lease-version";
     pub const LEASE_OP: &str = "captf.io/lease-op";
     pub const LEASE_ACQUIRED_AT: &str = "captf.io/lease-acquired-at";
     pub const SOURCE_HASH: &str = "captf.io/source-hash";

@@ -24,6 +24,7 @@ mod raw_json;
 pub mod render;
 pub mod result;
 pub mod schemas;
+pub mod state_content;
 pub mod state_names;
 pub mod variables;
 

@@ -2,11 +2,10 @@
 //! the image layout, the work directory, the restore backup, the plan key.
 
 use std::fs;
-use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use flate2::read::GzDecoder;
+use captf_contract::state_content;
 
 use crate::plan::{PlanError, PlanKey};
 
@@ -15,7 +14,7 @@ const MODULE_SUFFIXES: [&str; 4] = [".tf", ".tf.json", ".tofu", ".tofu.json"];
 /// Most chunks a backup may have.
 pub const MAX_RESTORE_CHUNKS: i64 = 32;
 /// Largest decompressed state the runner accepts.
-pub const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
+pub use captf_contract::state_content::MAX_STATE_BYTES;
 
 /// Checks that the image has a module and a runnable runtime. Returns what
 /// is wrong, in words.
@@ -139,15 +138,10 @@ pub fn assemble_restore(chunks: &[Vec<u8>]) -> Result<Vec<u8>, RestoreError> {
     if !(1..=MAX_RESTORE_CHUNKS).contains(&n) {
         return Err(RestoreError::ChunkCount(n));
     }
-    let joined: Vec<u8> = chunks.concat();
-    let mut out = Vec::new();
-    GzDecoder::new(&joined[..])
-        .take(MAX_STATE_BYTES + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| RestoreError::Gzip(e.to_string()))?;
-    if out.len() as u64 > MAX_STATE_BYTES {
-        return Err(RestoreError::TooLarge);
-    }
+    let out = state_content::decompress(&chunks.concat()).map_err(|e| match e {
+        state_content::DecompressError::Gzip(io) => RestoreError::Gzip(io),
+        state_content::DecompressError::TooLarge => RestoreError::TooLarge,
+    })?;
     serde_json::from_slice::<serde::de::IgnoredAny>(&out)
         .map_err(|e| RestoreError::Json(e.to_string()))?;
     Ok(out)

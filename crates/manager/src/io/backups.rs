@@ -20,33 +20,35 @@ pub fn backup_selector(suffix: &str) -> String {
     )
 }
 
-/// The backup chunks of `suffix` (one LIST). A labelled Secret without the
-/// annotations of a chunk is no backup and is left alone.
+/// The backup chunks of `suffix` (one LIST), with each chunk's payload by
+/// name. A labelled Secret without the annotations of a chunk is no backup
+/// and is left alone.
 pub async fn list_chunks(
     client: &kube::Client,
     namespace: &str,
     suffix: &str,
-) -> Result<Vec<BackupChunk>, kube::Error> {
+) -> Result<(Vec<BackupChunk>, BTreeMap<String, Vec<u8>>), kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let listed = api
         .list(&ListParams::default().labels(&backup_selector(suffix)))
         .await?;
-    Ok(listed
-        .items
-        .iter()
-        .filter_map(|s| {
-            let bytes = s
-                .data
-                .as_ref()
-                .and_then(|d| d.get("tfstate"))
-                .map_or(0, |b| b.0.len() as u64);
-            chunk_of(
-                s.metadata.name.as_deref()?,
-                s.metadata.annotations.as_ref()?,
-                bytes,
-            )
-        })
-        .collect())
+    let mut chunks = Vec::new();
+    let mut payloads = BTreeMap::new();
+    for s in listed.items {
+        let payload = s
+            .data
+            .and_then(|mut d| d.remove("tfstate"))
+            .map(|b| b.0)
+            .unwrap_or_default();
+        let (Some(name), Some(annotations)) = (s.metadata.name, s.metadata.annotations) else {
+            continue;
+        };
+        if let Some(chunk) = chunk_of(&name, &annotations, payload.len() as u64) {
+            chunks.push(chunk);
+            payloads.insert(name, payload);
+        }
+    }
+    Ok((chunks, payloads))
 }
 
 /// Creates the Secrets of a backup set, owned (not as controller) by the

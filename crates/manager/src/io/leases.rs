@@ -1,7 +1,8 @@
 //! Taking and giving back run and cluster leases against the apiserver.
 //! Every decision is `crate::leases::lease_verdict`; this module only reads
-//! live (never from a cache), writes with the resourceVersion it read, and
-//! treats a conflict as a lost race.
+//! live (never from a cache), creates first (an absent lease is the usual
+//! case and a create is atomic), replaces with the resourceVersion it read,
+//! and treats a conflict as a lost race.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -51,11 +52,10 @@ pub struct LeaseRequest {
 /// The outcome of an attempt to take a lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquire {
-    Acquired,
+    /// Taken; `version` is the lease's resourceVersion as written.
+    Acquired { version: String },
     /// Another live Job holds it.
-    Held {
-        holder: String,
-    },
+    Held { holder: String },
     /// Another writer got there between our read and our write.
     LostRace,
 }
@@ -124,6 +124,12 @@ fn desired(req: &LeaseRequest, now: SystemTime, existing: Option<&Lease>) -> Lea
     }
 }
 
+fn acquired(lease: &Lease) -> Acquire {
+    Acquire::Acquired {
+        version: lease.metadata.resource_version.clone().unwrap_or_default(),
+    }
+}
+
 fn conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
@@ -136,6 +142,17 @@ pub async fn acquire(
 ) -> Result<Acquire, kube::Error> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), &req.namespace);
     let jobs: Api<Job> = Api::namespaced(client.clone(), &req.namespace);
+    // A lease is given back when its Job is bookkept, so a start usually
+    // finds none: the create comes first, the same write `lease_verdict`
+    // asks of an absent lease, and only a lease that exists is read.
+    match leases
+        .create(&PostParams::default(), &desired(req, now, None))
+        .await
+    {
+        Ok(lease) => return Ok(acquired(&lease)),
+        Err(e) if conflict(&e) => {}
+        Err(e) => return Err(e),
+    }
     let existing = leases.get_opt(&req.name).await?;
     let current = existing.as_ref().map(view);
     let holder_state = match current.as_ref().and_then(|v| v.holder.as_deref()) {
@@ -160,37 +177,68 @@ pub async fn acquire(
         }
     };
     match write {
-        Ok(_) => Ok(Acquire::Acquired),
+        Ok(lease) => Ok(acquired(&lease)),
         Err(e) if conflict(&e) => Ok(Acquire::LostRace),
         Err(e) => Err(e),
     }
 }
 
 /// Gives the lease back if `job` still holds it; a lease another Job took
-/// meanwhile survives (the delete is conditioned on what was read).
+/// meanwhile survives (the delete is conditioned on what was read). With
+/// `version`, the resourceVersion the lease had when `job`'s start took it,
+/// the delete is conditioned on that alone and nothing is read unless the
+/// lease was written since.
 pub async fn release_if_held(
     client: &kube::Client,
     namespace: &str,
     name: &str,
     job: &str,
+    version: Option<&str>,
 ) -> Result<bool, kube::Error> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    if let Some(version) = version.filter(|v| !v.is_empty()) {
+        match delete_at(&leases, name, None, Some(version)).await? {
+            Deleted::Yes => return Ok(true),
+            Deleted::Gone => return Ok(false),
+            Deleted::Changed => {}
+        }
+    }
     let Some(lease) = leases.get_opt(name).await? else {
         return Ok(false);
     };
     if view(&lease).holder.as_deref() != Some(job) {
         return Ok(false);
     }
+    let uid = lease.metadata.uid.as_deref();
+    let read = lease.metadata.resource_version.as_deref();
+    Ok(delete_at(&leases, name, uid, read).await? == Deleted::Yes)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Deleted {
+    Yes,
+    Gone,
+    /// The preconditions no longer hold.
+    Changed,
+}
+
+async fn delete_at(
+    leases: &Api<Lease>,
+    name: &str,
+    uid: Option<&str>,
+    version: Option<&str>,
+) -> Result<Deleted, kube::Error> {
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
-            uid: lease.metadata.uid.clone(),
-            resource_version: lease.metadata.resource_version.clone(),
+            uid: uid.map(str::to_owned),
+            resource_version: version.map(str::to_owned),
         }),
         ..Default::default()
     };
     match leases.delete(name, &dp).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
+        Ok(_) => Ok(Deleted::Yes),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Deleted::Gone),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Deleted::Changed),
         Err(e) => Err(e),
     }
 }

@@ -18,16 +18,15 @@ use crate::records::run_secret_name;
 /// How a start went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Started {
-    Created,
+    /// Created now; `uid` is the new Job's.
+    Created { uid: String },
     /// Our own running Job of that name already existed (a retry after a
     /// crash): it is the Job of this start.
-    Adopted,
+    Adopted { uid: String },
     /// A Job of that name exists that is not ours to adopt; it was deleted
     /// when it had finished and belonged to another object. Start again on
     /// a later pass.
-    Deferred {
-        reason: String,
-    },
+    Deferred { reason: String },
 }
 
 fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
@@ -52,7 +51,11 @@ pub async fn create_job(
     let name = job.metadata.name.clone().unwrap_or_default();
     let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
     match jobs.create(&PostParams::default(), job).await {
-        Ok(_) => return Ok(Started::Created),
+        Ok(created) => {
+            return Ok(Started::Created {
+                uid: created.metadata.uid.unwrap_or_default(),
+            });
+        }
         Err(e) if already_exists(&e) => {}
         Err(e) => return Err(e),
     }
@@ -70,7 +73,9 @@ pub async fn create_job(
     }
     let ours = controller_uid(&existing.metadata) == Some(owner_uid);
     match (ours, job_finished(&existing)) {
-        (true, false) => Ok(Started::Adopted),
+        (true, false) => Ok(Started::Adopted {
+            uid: existing.metadata.uid.clone().unwrap_or_default(),
+        }),
         (true, true) => Ok(Started::Deferred {
             reason: format!("Job {name} already ran; bookkeeping counts it first"),
         }),
@@ -98,44 +103,75 @@ pub async fn create_job(
     }
 }
 
-/// Writes the per-run Secret of `job` with `files`, owned by the Job (so it
-/// goes with it). An existing one owned by the Job is kept as it is: a
-/// running Job never sees its inputs change.
+/// Writes the per-run Secret of the Job `job_name` (whose UID is
+/// `job_uid`) with `files`, owned by the Job (so it goes with it). The
+/// create comes first: after a fresh Job it is the only request. A namesake
+/// owned by the Job is kept as it is (a running Job never sees its inputs
+/// change); one owned by anything else (an earlier Job of the same name)
+/// is replaced.
 pub async fn ensure_run_secret(
     client: &kube::Client,
-    job: &Job,
+    namespace: &str,
+    job_name: &str,
+    job_uid: &str,
     files: &[(&str, &str)],
     annotations: BTreeMap<String, String>,
 ) -> Result<(), kube::Error> {
-    let namespace = job.metadata.namespace.clone().unwrap_or_default();
-    let job_name = job.metadata.name.clone().unwrap_or_default();
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
-    let live = jobs.get(&job_name).await?;
-    let job_uid = live.metadata.uid.clone().unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let name = run_secret_name(&job_name);
-    if let Some(existing) = secrets.get_opt(&name).await? {
-        let owned = existing
-            .metadata
-            .owner_references
-            .as_ref()
-            .is_some_and(|rs| rs.iter().any(|r| r.uid == job_uid));
-        if owned {
-            return Ok(());
-        }
-        let dp = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: existing.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        secrets.delete(&name, &dp).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = run_secret(namespace, job_name, job_uid, files, annotations);
+    let name = run_secret_name(job_name);
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => return Ok(()),
+        Err(e) if already_exists(&e) => {}
+        Err(e) => return Err(e),
     }
-    let secret = Secret {
+    let Some(existing) = secrets.get_opt(&name).await? else {
+        // Deleted between the two requests (its Job went): start over.
+        return create_if_absent(&secrets, &secret).await;
+    };
+    let owned = existing
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|rs| rs.iter().any(|r| r.uid == job_uid));
+    if owned {
+        return Ok(());
+    }
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: existing.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match secrets.delete(&name, &dp).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+        Err(e) => return Err(e),
+    }
+    create_if_absent(&secrets, &secret).await
+}
+
+async fn create_if_absent(secrets: &Api<Secret>, secret: &Secret) -> Result<(), kube::Error> {
+    match secrets.create(&PostParams::default(), secret).await {
+        Ok(_) => Ok(()),
+        Err(e) if already_exists(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The per-run Secret of the Job `job_name`, controlled by it.
+fn run_secret(
+    namespace: &str,
+    job_name: &str,
+    job_uid: &str,
+    files: &[(&str, &str)],
+    annotations: BTreeMap<String, String>,
+) -> Secret {
+    Secret {
         metadata: ObjectMeta {
-            name: Some(name),
-            namespace: Some(namespace),
+            name: Some(run_secret_name(job_name)),
+            namespace: Some(namespace.to_owned()),
             labels: Some(BTreeMap::from([(
                 labels::MANAGED.to_owned(),
                 "true".to_owned(),
@@ -144,8 +180,8 @@ pub async fn ensure_run_secret(
             owner_references: Some(vec![OwnerReference {
                 api_version: "batch/v1".to_owned(),
                 kind: "Job".to_owned(),
-                name: job_name,
-                uid: job_uid,
+                name: job_name.to_owned(),
+                uid: job_uid.to_owned(),
                 controller: Some(true),
                 block_owner_deletion: None,
             }]),
@@ -158,10 +194,5 @@ pub async fn ensure_run_secret(
                 .collect(),
         ),
         ..Default::default()
-    };
-    match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(()),
-        Err(e) if already_exists(&e) => Ok(()),
-        Err(e) => Err(e),
     }
 }

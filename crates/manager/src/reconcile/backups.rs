@@ -5,9 +5,10 @@
 //!
 //! Cost: a pass whose state serial was seen already and that carries no
 //! restore request makes no request here. A new serial costs one LIST of
-//! the object's backups, one create per chunk and one delete per pruned
-//! chunk; a restore request costs one GET of the object and one LIST until
-//! it is consumed.
+//! the object's backups; when it holds a new state (not the newest backup's
+//! renumbered, as a refresh that found nothing writes it), one create per
+//! chunk and one delete per pruned chunk. A restore request costs one GET
+//! of the object and one LIST until it is consumed.
 
 use captf_api::names::{annotations, conditions, events, reasons};
 use k8s_openapi::api::core::v1::Secret;
@@ -193,13 +194,10 @@ async fn take<K: Workload>(
         tracing::info!(name, "state chunks changed while read; no backup this pass");
         return Ok(None);
     };
-    let chunks = list_chunks(&ctx.client, &ns, &suffix).await?;
+    let (chunks, chunk_payloads) = list_chunks(&ctx.client, &ns, &suffix).await?;
     let listed = plan::sets(&chunks);
-    // Whole seconds: sets are ordered by this text.
-    let now = super::status::time(std::time::SystemTime::now()).0;
-    let taken_at = k8s_openapi::jiff::Timestamp::from_second(now.as_second())
-        .unwrap_or(now)
-        .to_string();
+    let newest = newest_payloads(&listed, chunk_payloads);
+    let taken_at = taken_at_now();
     let copy = StateCopy {
         suffix: &suffix,
         serial: due.serial,
@@ -210,17 +208,12 @@ async fn take<K: Workload>(
         taken_at: &taken_at,
         payloads,
     };
-    let (set, written) = match plan::plan_backup(&copy, &listed) {
-        BackupPlan::AlreadyTaken { set } => (set, Vec::new()),
-        BackupPlan::Conflict { set } => {
-            ctx.metrics.state_backups(kind, "skipped", 1);
-            tracing::warn!(
-                name,
-                set,
-                "a backup Secret of this serial holds other content; none taken"
-            );
+    let (set, written) = match plan::plan_backup(&copy, &listed, newest.as_deref()) {
+        skip @ (BackupPlan::Unchanged { .. } | BackupPlan::Conflict { .. }) => {
+            not_taken(ctx, kind, &name, due.serial, &skip);
             return Ok(None);
         }
+        BackupPlan::AlreadyTaken { set } => (set, Vec::new()),
         BackupPlan::Write { set, secrets } => {
             let cluster = crate::adapters::cluster_name_label(obj.meta()).unwrap_or_default();
             let labels = state_labels(K::KIND, &name, cluster);
@@ -252,6 +245,45 @@ async fn take<K: Workload>(
         tracing::info!(name, pruned = ?doomed, "pruned state backups");
     }
     Ok(Some(listed))
+}
+
+/// Counts and logs a backup not taken: the serial only renumbers the
+/// newest backup, or both names it may use hold other content.
+fn not_taken(ctx: &Context, kind: &str, name: &str, serial: u64, plan: &BackupPlan) {
+    ctx.metrics.state_backups(kind, "skipped", 1);
+    match plan {
+        BackupPlan::Unchanged { set } => tracing::info!(
+            name,
+            serial,
+            set,
+            "the new serial holds the state of the newest backup; none taken"
+        ),
+        BackupPlan::Conflict { set } => tracing::warn!(
+            name,
+            serial,
+            set,
+            "a backup Secret of this serial holds other content; none taken"
+        ),
+        _ => {}
+    }
+}
+
+/// The payloads of the newest complete set, in chunk order, from those
+/// listed (`None` when a chunk came without one).
+fn newest_payloads(
+    listed: &[BackupSet],
+    mut payloads: std::collections::BTreeMap<String, Vec<u8>>,
+) -> Option<Vec<Vec<u8>>> {
+    let set = plan::newest_complete(listed)?;
+    set.chunk_names.iter().map(|n| payloads.remove(n)).collect()
+}
+
+/// Now in whole seconds, RFC 3339: sets are ordered by this text.
+fn taken_at_now() -> String {
+    let now = super::status::time(std::time::SystemTime::now()).0;
+    k8s_openapi::jiff::Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string()
 }
 
 /// The backups after this pass's write, pruned to the configured count
@@ -348,7 +380,7 @@ pub async fn requested_restore<K: Workload>(
         return none();
     };
     let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
-    let sets = plan::sets(&list_chunks(&ctx.client, &ns, &suffix).await?);
+    let sets = plan::sets(&list_chunks(&ctx.client, &ns, &suffix).await?.0);
     match plan::restore_target(&value, &sets, last_restored(opened_status, &live)) {
         Ok(RestoreRequest::Restore(set)) => Ok(RequestedRestore {
             target: Some(RestoreTarget::of(set)),

@@ -290,7 +290,12 @@ fn book_job(
     }
     // The run is over: its per-run Secret and run lease go.
     effects.push(Effect::DeleteRunSecret { job: job.clone() });
-    effects.push(Effect::ReleaseRunLease { job: job.clone() });
+    effects.push(Effect::ReleaseRunLease {
+        job: job.clone(),
+        version: loaded
+            .annotation(job, annotations::RUN_LEASE_VERSION)
+            .map(str::to_owned),
+    });
     Mark {
         job: job.clone(),
         outcome: o.record.outcome,

@@ -98,7 +98,8 @@ fn a_successful_apply_promotes_adopts_and_releases_in_that_order() {
                 job: "apply-1".into()
             },
             Effect::ReleaseRunLease {
-                job: "apply-1".into()
+                job: "apply-1".into(),
+                version: None,
             },
         ]
     );
@@ -152,7 +153,7 @@ fn finished_jobs_are_bookkept_once_and_oldest_first() {
             .effects
             .iter()
             .filter_map(|e| match e {
-                Effect::ReleaseRunLease { job } => Some(job.as_str()),
+                Effect::ReleaseRunLease { job, .. } => Some(job.as_str()),
                 _ => None,
             })
             .collect();

@@ -78,8 +78,12 @@ pub enum Effect {
     /// The run's inputs Secret goes (gone already is done).
     DeleteRunSecret { job: String },
     /// The run lease (and the Cluster write lease, for a kind that takes
-    /// it) goes, if `job` holds it.
-    ReleaseRunLease { job: String },
+    /// it) goes, if `job` holds it; `version` is the run lease's
+    /// resourceVersion the Job carries from its start.
+    ReleaseRunLease {
+        job: String,
+        version: Option<String>,
+    },
     /// History pruning (gone already is done).
     DeleteJob { name: String },
 

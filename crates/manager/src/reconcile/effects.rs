@@ -105,8 +105,8 @@ async fn apply_one<K: Workload>(ctx: &Context, obj: &K, effect: &Effect) -> Resu
             let secret = run_secret_name(job);
             gone_is_done(secrets.delete(&secret, &DeleteParams::default()).await)?
         }
-        Effect::ReleaseRunLease { job } => {
-            if release_leases(ctx, obj, job).await? {
+        Effect::ReleaseRunLease { job, version } => {
+            if release_leases(ctx, obj, job, version.as_deref()).await? {
                 return Ok(Learned::RunLeaseReleased);
             }
         }
@@ -225,14 +225,21 @@ async fn patch_owner<K: Workload>(
     Ok(())
 }
 
-/// The run lease `job` holds goes, with the Cluster write lease its apply,
-/// destroy or restore took; true when the run lease was given back.
-async fn release_leases<K: Workload>(ctx: &Context, obj: &K, job: &str) -> Result<bool, Error> {
+/// The run lease `job` holds goes (conditioned on `version`, the one its
+/// start took, when the Job carries it), with the Cluster write lease its
+/// apply, destroy or restore took; true when the run lease was given back.
+async fn release_leases<K: Workload>(
+    ctx: &Context,
+    obj: &K,
+    job: &str,
+    version: Option<&str>,
+) -> Result<bool, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
-    let released = release_if_held(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+    let run_lease = run_lease_name(&suffix);
+    let released = release_if_held(&ctx.client, &ns, &run_lease, job, version).await?;
     if let Some(name) = obj.cluster_write_lease() {
-        release_if_held(&ctx.client, &ns, &name, job).await?;
+        release_if_held(&ctx.client, &ns, &name, job, None).await?;
     }
     Ok(released)
 }
@@ -253,49 +260,68 @@ mod tests {
     async fn effects_are_made_in_plan_order_and_a_gone_object_is_done() {
         use crate::reconcile::mock_api::{Call, MockApi, status};
         use crate::reconcile::{Config, Context};
-        // The per-run Secret is already gone; the lease is held by the Job.
-        let mock = MockApi::new(|c: &Call| match c.line().as_str() {
-            "DELETE secrets" => status(404, "NotFound"),
-            "GET leases" => (
-                200,
-                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": c.name(), "namespace": "ns", "resourceVersion": "4", "uid": "l"},
-                    "spec": {"holderIdentity": "refresh-1"}}),
-            ),
-            _ => (
-                200,
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
-            ),
-        });
-        let ctx = Context::new(mock.client(), Config::new("registry.example/m:dev"));
+        // The per-run Secret is already gone; the lease is held by the Job
+        // at resourceVersion 4.
+        let mock = || {
+            MockApi::new(|c: &Call| match c.line().as_str() {
+                "DELETE secrets" => status(404, "NotFound"),
+                "DELETE leases"
+                    if c.body["preconditions"]["resourceVersion"].as_str() != Some("4") =>
+                {
+                    status(409, "Conflict")
+                }
+                "GET leases" => (
+                    200,
+                    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                        "metadata": {"name": c.name(), "namespace": "ns", "resourceVersion": "4", "uid": "l"},
+                        "spec": {"holderIdentity": "refresh-1"}}),
+                ),
+                _ => (
+                    200,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                ),
+            })
+        };
         let obj: captf_api::TerraformMachinePool = serde_json::from_value(json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
             "metadata": {"name": "pool-a", "namespace": "ns", "uid": "u"},
             "spec": {"source": {"image": "m:1"}},
         }))
         .unwrap();
-        let effects = vec![
-            Effect::DeleteRunSecret {
-                job: "refresh-1".into(),
-            },
-            Effect::ReleaseRunLease {
-                job: "refresh-1".into(),
-            },
-            Effect::DeleteJob {
-                name: "refresh-0".into(),
-            },
-        ];
-        let applied = apply(&ctx, &obj, &effects).await.unwrap();
-        assert!(applied.run_lease_released, "the Job held the run lease");
-        assert_eq!(
-            mock.lines(),
+        let effects = |version: Option<&str>| {
             vec![
-                "DELETE secrets",
-                "GET leases",
-                "DELETE leases",
-                "DELETE jobs"
+                Effect::DeleteRunSecret {
+                    job: "refresh-1".into(),
+                },
+                Effect::ReleaseRunLease {
+                    job: "refresh-1".into(),
+                    version: version.map(str::to_owned),
+                },
+                Effect::DeleteJob {
+                    name: "refresh-0".into(),
+                },
             ]
-        );
-        assert!(mock.calls()[3].path.ends_with("/jobs/refresh-0"));
+        };
+        // The version the Job carries: one conditioned delete. None, or
+        // one the lease has moved on from: the lease is read first.
+        for (version, lease_lines) in [
+            (Some("4"), vec!["DELETE leases"]),
+            (None, vec!["GET leases", "DELETE leases"]),
+            (
+                Some("3"),
+                vec!["DELETE leases", "GET leases", "DELETE leases"],
+            ),
+        ] {
+            let mock = mock();
+            let ctx = Context::new(mock.client(), Config::new("registry.example/m:dev"));
+            let applied = apply(&ctx, &obj, &effects(version)).await.unwrap();
+            assert!(applied.run_lease_released, "the Job held the run lease");
+            let mut want = vec!["DELETE secrets"];
+            want.extend(lease_lines);
+            want.push("DELETE jobs");
+            assert_eq!(mock.lines(), want, "{version:?}");
+            let last = mock.calls().pop().unwrap();
+            assert!(last.path.ends_with("/jobs/refresh-0"));
+        }
     }
 }

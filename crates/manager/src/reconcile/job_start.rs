@@ -13,7 +13,8 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::pass::{LEASE_REQUEUE, START_DEFERRED_REQUEUE, event, op_condition, set_block_move};
+use super::pass::{START_DEFERRED_REQUEUE, event, set_block_move};
+use super::start_gates::{GatedStart, Wait, cluster_gate, lease_wait};
 use super::status::{Draft, time};
 use super::workload::Workload;
 use super::{Context, Error};
@@ -313,30 +314,38 @@ pub async fn execute_start<K: Workload>(
             requeue: START_DEFERRED_REQUEUE,
         });
     }
-    match acquire(&ctx.client, &start.lease, now).await? {
-        Acquire::Acquired => {}
+    let lease_version = match acquire(&ctx.client, &start.lease, now).await? {
+        Acquire::Acquired { version } => version,
         Acquire::Held { holder } => {
             let message = format!("Job {holder} holds the run lease of this object");
-            return Ok(lease_wait::<K>(
-                ctx,
-                draft,
-                start.op,
-                Wait::RunLease,
-                message,
-            ));
+            let requeue = lease_wait::<K>(ctx, draft, start.op, Wait::RunLease, message);
+            return Ok(StartOutcome::Waiting { requeue });
         }
         Acquire::LostRace => {
             return Ok(StartOutcome::Waiting {
                 requeue: START_DEFERRED_REQUEUE,
             });
         }
+    };
+    let gated = GatedStart {
+        op: start.op,
+        job,
+        run_lease: &start.lease.name,
+        run_lease_version: &lease_version,
+        cluster_name: &start.cluster_name,
+        cluster_lease: start.cluster_lease.as_ref(),
+        gated_by: start.gated_by.as_deref(),
+    };
+    if let Some(requeue) = cluster_gate(ctx, obj, &gated, draft, now).await? {
+        return Ok(StartOutcome::Waiting { requeue });
     }
-    if let Some(waiting) = cluster_gate(ctx, obj, start, draft, now).await? {
-        return Ok(waiting);
-    }
-    match create_job(&ctx.client, &start.job, &obj.uid().unwrap_or_default()).await {
-        Ok(Started::Created) => announce_created(ctx, obj, start).await,
-        Ok(Started::Adopted) => {}
+    let job_object = with_lease_version(&start.job, &lease_version);
+    let job_uid = match create_job(&ctx.client, &job_object, &obj.uid().unwrap_or_default()).await {
+        Ok(Started::Created { uid }) => {
+            announce_created(ctx, obj, start).await;
+            uid
+        }
+        Ok(Started::Adopted { uid }) => uid,
         Ok(Started::Deferred { reason }) => {
             tracing::info!(job, reason, "Job start deferred");
             return Ok(StartOutcome::Waiting {
@@ -345,9 +354,10 @@ pub async fn execute_start<K: Workload>(
         }
         Err(kube::Error::Api(s)) if s.code >= 400 && s.code < 500 => {
             // A rejected create proves no Job exists: the leases go at once.
-            release_if_held(&ctx.client, &ns, &start.lease.name, job).await?;
+            let version = Some(lease_version.as_str());
+            release_if_held(&ctx.client, &ns, &start.lease.name, job, version).await?;
             if let Some(cluster) = &start.cluster_lease {
-                release_if_held(&ctx.client, &ns, &cluster.name, job).await?;
+                release_if_held(&ctx.client, &ns, &cluster.name, job, None).await?;
             }
             return Err(Error::Invalid(format!(
                 "Job {job} was rejected: {}",
@@ -355,10 +365,26 @@ pub async fn execute_start<K: Workload>(
             )));
         }
         Err(e) => return Err(e.into()),
-    }
-    write_run_inputs(ctx, obj, start).await?;
+    };
+    write_run_inputs(ctx, obj, start, &job_uid).await?;
     record_running(draft, start, now);
     Ok(StartOutcome::Started { job: job.clone() })
+}
+
+/// `job` carrying the run lease's resourceVersion as its start took it
+/// (`captf.io/run-lease-version`), for bookkeeping's one-request release.
+fn with_lease_version(job: &Job, version: &str) -> Job {
+    let mut job = job.clone();
+    if !version.is_empty() {
+        job.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(
+                annotations::RUN_LEASE_VERSION.to_owned(),
+                version.to_owned(),
+            );
+    }
+    job
 }
 
 /// The events of a Job this pass created: its creation, an approval it
@@ -392,12 +418,22 @@ async fn write_run_inputs<K: Workload>(
     ctx: &Context,
     obj: &K,
     start: &PlannedStart,
+    job_uid: &str,
 ) -> Result<(), Error> {
     let files = [
         (crate::records::MAIN_FILE, start.files.0.as_str()),
         (crate::records::VALUES_FILE, start.files.1.as_str()),
     ];
-    ensure_run_secret(&ctx.client, &start.job, &files, BTreeMap::new()).await?;
+    let ns = obj.namespace().unwrap_or_default();
+    ensure_run_secret(
+        &ctx.client,
+        &ns,
+        &start.job_name,
+        job_uid,
+        &files,
+        BTreeMap::new(),
+    )
+    .await?;
     if let Some(record) = &start.attempt_record {
         let name = obj.name_any();
         write_record(
@@ -411,136 +447,6 @@ async fn write_run_inputs<K: Workload>(
         .await?;
     }
     Ok(())
-}
-
-/// What a start waits for.
-#[derive(Debug, Clone, Copy)]
-enum Wait {
-    RunLease,
-    ClusterOperation,
-    MachineOperations,
-}
-
-/// The start waits: the op's condition says for what (the metric counts
-/// the wait once, when it begins).
-fn lease_wait<K: Workload>(
-    ctx: &Context,
-    draft: &mut Draft,
-    op: Op,
-    wait: Wait,
-    message: String,
-) -> StartOutcome {
-    let (reason, metric) = match wait {
-        Wait::RunLease => (reasons::WAITING_FOR_RUN_LEASE, "run_lease"),
-        Wait::ClusterOperation => (reasons::WAITING_FOR_CLUSTER_OPERATION, "cluster_operation"),
-        Wait::MachineOperations => (
-            reasons::WAITING_FOR_MACHINE_OPERATIONS,
-            "machine_operations",
-        ),
-    };
-    let waiting_already = draft
-        .get(op_condition(op))
-        .is_some_and(|c| c.reason == reason);
-    if !waiting_already {
-        ctx.metrics.lease_wait_started(K::KIND.kind(), metric);
-    }
-    let v = ConditionValue {
-        status: ConditionStatus::Unknown,
-        reason,
-        message,
-    };
-    draft.set(op_condition(op), &v);
-    StartOutcome::Waiting {
-        requeue: LEASE_REQUEUE,
-    }
-}
-
-/// The cluster operation gate, once the run lease is held. A cluster's
-/// apply, destroy or restore takes the cluster write lease, then waits
-/// (keeping both leases, so no new member Job starts meanwhile) while
-/// machines or pools of the cluster run a mutating op. A machine's or
-/// pool's Job gives its run lease back and waits while the cluster write
-/// lease is live. Each side writes its lease before reading the other's,
-/// so one of them always sees the other. Costs: the cluster's start one
-/// lease write and one LIST of run leases (plus a GET per member holder);
-/// a member's start one GET of the cluster lease (and of its holder Job).
-async fn cluster_gate<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    start: &PlannedStart,
-    draft: &mut Draft,
-    now: SystemTime,
-) -> Result<Option<StartOutcome>, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    if let Some(req) = &start.cluster_lease {
-        match acquire(&ctx.client, req, now).await? {
-            Acquire::Acquired => {}
-            Acquire::Held { holder } => {
-                let message = format!(
-                    "Job {holder} holds the write lease of cluster {}",
-                    start.cluster_name
-                );
-                return wait_for_cluster::<K>(ctx, &ns, start, draft, message).await;
-            }
-            Acquire::LostRace => {
-                return Ok(Some(StartOutcome::Waiting {
-                    requeue: START_DEFERRED_REQUEUE,
-                }));
-            }
-        }
-        let members =
-            crate::io::leases::live_member_operations(&ctx.client, &ns, &start.cluster_name, now)
-                .await?;
-        if !members.is_empty() {
-            let shown: Vec<&str> = members.iter().take(5).map(String::as_str).collect();
-            let more = members.len().saturating_sub(shown.len());
-            let message = format!(
-                "{} machine and pool Jobs change the cluster: {}{}; this Job starts once they are done",
-                members.len(),
-                shown.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            );
-            return Ok(Some(lease_wait::<K>(
-                ctx,
-                draft,
-                start.op,
-                Wait::MachineOperations,
-                message,
-            )));
-        }
-    } else if let Some(name) = &start.gated_by
-        && let Some(holder) = crate::io::leases::live_holder(&ctx.client, &ns, name, now).await?
-    {
-        let message = format!(
-            "the cluster's Job {holder} is changing cluster {}; this Job starts after it",
-            start.cluster_name
-        );
-        return wait_for_cluster::<K>(ctx, &ns, start, draft, message).await;
-    }
-    Ok(None)
-}
-
-/// The start gives its run lease back and waits for the cluster's write
-/// lease to be free.
-async fn wait_for_cluster<K: Workload>(
-    ctx: &Context,
-    ns: &str,
-    start: &PlannedStart,
-    draft: &mut Draft,
-    message: String,
-) -> Result<Option<StartOutcome>, Error> {
-    release_if_held(&ctx.client, ns, &start.lease.name, &start.job_name).await?;
-    Ok(Some(lease_wait::<K>(
-        ctx,
-        draft,
-        start.op,
-        Wait::ClusterOperation,
-        message,
-    )))
 }
 
 /// The status of a started Job: `activeJob`, and `ApplyJobSucceeded`

@@ -164,6 +164,7 @@ fn apiserver(lease_holder: Option<&'static str>) -> impl Fn(&Call) -> (u16, Valu
                     "renewTime": "2099-01-01T00:00:00.000000Z", "acquireTime": "2099-01-01T00:00:00.000000Z"}}),
             ),
         },
+        ("POST", "POST leases") if lease_holder.is_some() => status(409, "AlreadyExists"),
         // The holder runs.
         ("GET", "GET jobs") if lease_holder.is_some_and(|h| c.name() == h) => (
             200,
@@ -232,15 +233,18 @@ async fn a_start_writes_in_the_crash_safe_order() {
             "PATCH terraformmachinepools", // block-move, before anything runs
             "GET terraformmachinepools",   // the pause handshake, live
             "GET clusters",
-            "GET leases", // the run lease
-            "POST leases",
-            "GET leases", // the cluster write lease (the operation gate): free
+            "POST leases", // the run lease: none is there, the create takes it
+            "GET leases",  // the cluster write lease (the operation gate): free
             "POST jobs",
-            "GET jobs", // the per-run Secret is owned by the Job's UID
-            "GET secrets",
-            "POST secrets",
+            "POST secrets",  // the per-run Secret, owned by the created Job's UID
             "PATCH secrets", // the attempt record, last
         ]
+    );
+    let calls = mock.calls();
+    let run_secret = calls.iter().find(|c| c.line() == "POST secrets").unwrap();
+    assert_eq!(
+        run_secret.body["metadata"]["ownerReferences"][0]["uid"],
+        "new-uid"
     );
     let block_move = &mock.calls()[0].body["metadata"]["annotations"];
     assert_eq!(block_move[annotations::BLOCK_MOVE], "true");

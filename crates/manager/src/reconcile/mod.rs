@@ -45,6 +45,7 @@ pub mod runner_access;
 pub mod settings;
 mod shared_sources;
 pub mod slots;
+mod start_gates;
 pub mod status;
 pub mod status_patch;
 pub mod stored;

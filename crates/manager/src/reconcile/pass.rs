@@ -308,9 +308,9 @@ pub async fn withdraw_job<K: Workload>(ctx: &Context, obj: &K, job: &str) -> Res
         Err(e) => return Err(e.into()),
     }
     let suffix = state_suffix(K::KIND, &ns, &obj.name_any());
-    release_if_held(&ctx.client, &ns, &run_lease_name(&suffix), job).await?;
+    release_if_held(&ctx.client, &ns, &run_lease_name(&suffix), job, None).await?;
     if let Some(lease) = obj.cluster_write_lease() {
-        release_if_held(&ctx.client, &ns, &lease, job).await?;
+        release_if_held(&ctx.client, &ns, &lease, job, None).await?;
     }
     Ok(())
 }

@@ -242,6 +242,9 @@ pub enum BackupPlan {
     AlreadyTaken { set: String },
     /// Both names this serial may use hold other content.
     Conflict { set: String },
+    /// The newest complete set holds this state under an older serial (the
+    /// runtime renumbered it without changing it): nothing to copy.
+    Unchanged { set: String },
 }
 
 /// sha256 over the concatenated payloads, lower-case hex.
@@ -254,10 +257,23 @@ pub fn digest(payloads: &[Vec<u8>]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The newest complete set of those listed (newest first), which a new
+/// serial is compared with.
+pub fn newest_complete(listed: &[BackupSet]) -> Option<&BackupSet> {
+    listed.iter().find(|s| s.complete)
+}
+
 /// Plans the backup of `copy` next to the sets listed: the plain name, or
 /// the digest-suffixed one when the plain name holds other content of the
-/// same serial (a restore pushed an older serial back).
-pub fn plan_backup(copy: &StateCopy<'_>, listed: &[BackupSet]) -> BackupPlan {
+/// same serial (a restore pushed an older serial back). `newest` is the
+/// payloads of [`newest_complete`], when they were read: a state that only
+/// renumbers it (same lineage, content and inputs hash, an older serial) is
+/// not copied again.
+pub fn plan_backup(
+    copy: &StateCopy<'_>,
+    listed: &[BackupSet],
+    newest: Option<&[Vec<u8>]>,
+) -> BackupPlan {
     let digest = digest(copy.payloads);
     if let Some(same) = listed
         .iter()
@@ -265,6 +281,15 @@ pub fn plan_backup(copy: &StateCopy<'_>, listed: &[BackupSet]) -> BackupPlan {
     {
         return BackupPlan::AlreadyTaken {
             set: same.name.clone(),
+        };
+    }
+    if let (Some(set), Some(payloads)) = (newest_complete(listed), newest)
+        && set.serial < copy.serial
+        && set.inputs_hash.as_deref() == copy.inputs_hash
+        && captf_contract::state_content::same_state(payloads, copy.payloads)
+    {
+        return BackupPlan::Unchanged {
+            set: set.name.clone(),
         };
     }
     let plain = set_name(copy.suffix, copy.serial, None);
@@ -480,10 +505,58 @@ mod tests {
         sets(&chunks)
     }
 
+    fn gzip(text: &str) -> Vec<Vec<u8>> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(text.as_bytes()).unwrap();
+        vec![gz.finish().unwrap()]
+    }
+
+    #[test]
+    fn a_new_serial_that_only_renumbers_the_newest_backup_is_not_copied() {
+        let doc = |serial: u64, id: &str, checks: &str| {
+            gzip(&format!(
+                r#"{{"version":4,"serial":{serial},"lineage":"l-1","resources":[{{"id":"{id}"}}],"check_results":[{checks}]}}"#
+            ))
+        };
+        let (a, b) = (r#"{"config_addr":"var.a"}"#, r#"{"config_addr":"var.b"}"#);
+        let backed_up = doc(7, "x", &format!("{a},{b}"));
+        let listed = written(&plan_backup(&copy(7, &backed_up), &[], None));
+        let renumbered = doc(8, "x", &format!("{b},{a}"));
+        assert_eq!(
+            plan_backup(&copy(8, &renumbered), &listed, Some(&backed_up)),
+            BackupPlan::Unchanged {
+                set: "captf-state-backup-abc-c-7".into()
+            }
+        );
+        // Copied: a changed state, another inputs hash, the newest set's
+        // payloads not read, a serial not newer than the set's.
+        let changed = doc(8, "y", a);
+        assert!(matches!(
+            plan_backup(&copy(8, &changed), &listed, Some(&backed_up)),
+            BackupPlan::Write { .. }
+        ));
+        let mut rehashed = copy(8, &renumbered);
+        rehashed.inputs_hash = Some("h2:bb");
+        assert!(matches!(
+            plan_backup(&rehashed, &listed, Some(&backed_up)),
+            BackupPlan::Write { .. }
+        ));
+        assert!(matches!(
+            plan_backup(&copy(8, &renumbered), &listed, None),
+            BackupPlan::Write { .. }
+        ));
+        let older = doc(6, "x", a);
+        assert!(matches!(
+            plan_backup(&copy(6, &older), &listed, Some(&backed_up)),
+            BackupPlan::Write { .. }
+        ));
+    }
+
     #[test]
     fn a_backup_is_a_labelled_copy_of_every_chunk_and_reads_back_complete() {
         let payloads = vec![b"first".to_vec(), b"second".to_vec()];
-        let plan = plan_backup(&copy(7, &payloads), &[]);
+        let plan = plan_backup(&copy(7, &payloads), &[], None);
         let BackupPlan::Write { set, secrets } = &plan else {
             panic!("{plan:?}")
         };
@@ -508,9 +581,9 @@ mod tests {
     #[test]
     fn the_same_serial_and_content_is_taken_once() {
         let payloads = vec![b"state".to_vec()];
-        let listed = written(&plan_backup(&copy(7, &payloads), &[]));
+        let listed = written(&plan_backup(&copy(7, &payloads), &[], None));
         assert_eq!(
-            plan_backup(&copy(7, &payloads), &listed),
+            plan_backup(&copy(7, &payloads), &listed, None),
             BackupPlan::AlreadyTaken {
                 set: "captf-state-backup-abc-c-7".into()
             }
@@ -521,18 +594,18 @@ mod tests {
     fn other_content_of_a_backed_up_serial_gets_the_digest_suffix_then_conflicts() {
         let old = vec![b"before the restore".to_vec()];
         let new = vec![b"pushed back by a restore".to_vec()];
-        let mut listed = written(&plan_backup(&copy(7, &old), &[]));
-        let plan = plan_backup(&copy(7, &new), &listed);
+        let mut listed = written(&plan_backup(&copy(7, &old), &[], None));
+        let plan = plan_backup(&copy(7, &new), &listed, None);
         let suffixed = format!("captf-state-backup-abc-c-7-{}", &digest(&new)[..8]);
         assert!(matches!(&plan, BackupPlan::Write { set, .. } if *set == suffixed));
         // A content whose digest-suffixed name holds other content too (a
         // collision of the first 8 digits) is refused, never overwritten.
         let third = vec![b"third".to_vec()];
-        let mut squatter = written(&plan_backup(&copy(7, &new), &[]));
+        let mut squatter = written(&plan_backup(&copy(7, &new), &[], None));
         squatter[0].name = format!("captf-state-backup-abc-c-7-{}", &digest(&third)[..8]);
         listed.extend(squatter);
         assert!(matches!(
-            plan_backup(&copy(7, &third), &listed),
+            plan_backup(&copy(7, &third), &listed, None),
             BackupPlan::Conflict { .. }
         ));
     }
@@ -540,11 +613,11 @@ mod tests {
     #[test]
     fn an_interrupted_write_of_the_same_content_is_finished() {
         let payloads = vec![b"a".to_vec(), b"b".to_vec()];
-        let mut listed = written(&plan_backup(&copy(7, &payloads), &[]));
+        let mut listed = written(&plan_backup(&copy(7, &payloads), &[], None));
         listed[0].complete = false;
         listed[0].chunk_names.pop();
         assert!(matches!(
-            plan_backup(&copy(7, &payloads), &listed),
+            plan_backup(&copy(7, &payloads), &listed, None),
             BackupPlan::Write { .. }
         ));
     }

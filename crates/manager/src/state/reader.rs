@@ -4,18 +4,16 @@
 //! Only what the controller needs is parsed, and outputs are never logged.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 
 use captf_contract::JsonText;
-use flate2::read::GzDecoder;
+use captf_contract::state_content;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 /// Most Secrets a state is read from, the base one included (the backend
 /// writes 1 MiB chunks; this is 32 MiB of compressed state).
 pub const MAX_CHUNKS: usize = 32;
-/// Decompressed size cap (a gzip bomb guard).
-pub const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
+pub use captf_contract::state_content::MAX_STATE_BYTES;
 
 /// One state Secret as listed by the backend's labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,19 +169,7 @@ pub fn read(base_name: &str, secrets: &[StateSecret]) -> Result<StateSummary, St
         }
     }
 
-    // A single gzip member: a stale trailing chunk left by a failed shrink
-    // is ignored, as the runtimes do.
-    let mut json = Vec::new();
-    GzDecoder::new(compressed.as_slice())
-        .take(MAX_STATE_BYTES + 1)
-        .read_to_end(&mut json)
-        .map_err(|e| StateError::Corrupt(format!("decompressing: {e}")))?;
-    if json.len() as u64 > MAX_STATE_BYTES {
-        return Err(StateError::Corrupt(format!(
-            "decompressed state exceeds {} MiB",
-            MAX_STATE_BYTES / (1024 * 1024)
-        )));
-    }
+    let json = decompress(&compressed)?;
     // Read straight from the text, so output values keep their literals.
     let raw: RawState = match serde_json::from_slice(&json) {
         Ok(raw) => raw,
@@ -224,6 +210,16 @@ pub fn read(base_name: &str, secrets: &[StateSecret]) -> Result<StateSummary, St
         managed_resources: raw.resources.iter().filter(|r| r.mode == "managed").count(),
         compressed_bytes: compressed.len(),
         inputs_hash: base.inputs_hash.clone(),
+    })
+}
+
+/// The state document of the concatenated chunk payloads `compressed`.
+fn decompress(compressed: &[u8]) -> Result<Vec<u8>, StateError> {
+    state_content::decompress(compressed).map_err(|e| {
+        StateError::Corrupt(match e {
+            state_content::DecompressError::Gzip(io) => format!("decompressing: {io}"),
+            too_large => too_large.to_string(),
+        })
     })
 }
 

@@ -61,13 +61,14 @@ async fn starts_are_idempotent_and_never_adopt_a_stranger() {
     let b = owner(&ns, "b").await;
 
     let mine = job(ns.name(), "captf-c-prod-apply-a1-abcdef", "a", &a);
+    let Started::Created { uid } = create_job(&client, &mine, &a).await.unwrap() else {
+        panic!("a first start creates its Job");
+    };
+    let live = jobs.get("captf-c-prod-apply-a1-abcdef").await.unwrap();
+    assert_eq!(live.metadata.uid.as_deref(), Some(uid.as_str()));
     assert_eq!(
         create_job(&client, &mine, &a).await.unwrap(),
-        Started::Created
-    );
-    assert_eq!(
-        create_job(&client, &mine, &a).await.unwrap(),
-        Started::Adopted
+        Started::Adopted { uid }
     );
 
     // Another object asking for the same name while ours runs waits.
@@ -81,10 +82,10 @@ async fn starts_are_idempotent_and_never_adopt_a_stranger() {
     // one-second deadline), the other object's start removes it and defers.
     let name = "captf-c-prod-apply-a2-fedcba";
     let short = job_with_deadline(ns.name(), name, "a", &a, 1);
-    assert_eq!(
+    assert!(matches!(
         create_job(&client, &short, &a).await.unwrap(),
-        Started::Created
-    );
+        Started::Created { .. }
+    ));
     let mut failed = false;
     for _ in 0..300 {
         let j = jobs.get(name).await.unwrap();
@@ -115,10 +116,10 @@ async fn starts_are_idempotent_and_never_adopt_a_stranger() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(
+    assert!(matches!(
         create_job(&client, &theirs, &b).await.unwrap(),
-        Started::Created
-    );
+        Started::Created { .. }
+    ));
 }
 
 #[tokio::test]
@@ -143,22 +144,24 @@ async fn the_run_secret_belongs_to_its_job_and_never_changes_under_it() {
         .create(&PostParams::default(), &stale)
         .await
         .unwrap();
-    assert_eq!(create_job(&client, &j, &a).await.unwrap(), Started::Created);
+    let Started::Created { uid: job_uid } = create_job(&client, &j, &a).await.unwrap() else {
+        panic!("a first start creates its Job");
+    };
+    let job_name = "captf-m-w1-apply-a1-123456";
     let files = [("main.tf.json", "{}\n"), ("terraform.tfvars.json", "{}\n")];
-    ensure_run_secret(&client, &j, &files, BTreeMap::new())
-        .await
-        .unwrap();
+    ensure_run_secret(
+        &client,
+        ns.name(),
+        job_name,
+        &job_uid,
+        &files,
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
     let s = secrets
         .get("captf-run-captf-m-w1-apply-a1-123456")
         .await
-        .unwrap();
-    let job_uid = ns
-        .api::<Job>()
-        .get("captf-m-w1-apply-a1-123456")
-        .await
-        .unwrap()
-        .metadata
-        .uid
         .unwrap();
     assert_eq!(s.metadata.owner_references.unwrap()[0].uid, job_uid);
     assert_eq!(s.data.as_ref().unwrap()["main.tf.json"].0, b"{}\n");
@@ -168,9 +171,16 @@ async fn the_run_secret_belongs_to_its_job_and_never_changes_under_it() {
         ("main.tf.json", "{\"x\":1}\n"),
         ("terraform.tfvars.json", "{}\n"),
     ];
-    ensure_run_secret(&client, &j, &other, BTreeMap::new())
-        .await
-        .unwrap();
+    ensure_run_secret(
+        &client,
+        ns.name(),
+        job_name,
+        &job_uid,
+        &other,
+        BTreeMap::new(),
+    )
+    .await
+    .unwrap();
     let s = secrets
         .get("captf-run-captf-m-w1-apply-a1-123456")
         .await

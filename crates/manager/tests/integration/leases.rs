@@ -51,8 +51,14 @@ async fn one_holder_at_a_time() {
     make_job(&jobs, "job-a").await;
     let a = request(ns.name(), name, "job-a");
     let b = request(ns.name(), name, "job-b");
-    assert_eq!(acquire(&client, &a, now).await.unwrap(), Acquire::Acquired);
+    let Acquire::Acquired { version: first } = acquire(&client, &a, now).await.unwrap() else {
+        panic!("a free lease is taken");
+    };
     let lease = leases.get(name).await.unwrap();
+    assert_eq!(
+        lease.metadata.resource_version.as_deref(),
+        Some(first.as_str())
+    );
     assert_eq!(
         lease.spec.unwrap().holder_identity.as_deref(),
         Some("job-a")
@@ -68,11 +74,14 @@ async fn one_holder_at_a_time() {
             holder: "job-a".into()
         }
     );
-    assert_eq!(acquire(&client, &a, now).await.unwrap(), Acquire::Acquired);
+    assert!(matches!(
+        acquire(&client, &a, now).await.unwrap(),
+        Acquire::Acquired { .. }
+    ));
 
     // Only the holder gives it back.
     assert!(
-        !release_if_held(&client, ns.name(), name, "job-b")
+        !release_if_held(&client, ns.name(), name, "job-b", None)
             .await
             .unwrap()
     );
@@ -97,12 +106,12 @@ async fn one_holder_at_a_time() {
             holder: "job-a".into()
         }
     );
-    assert_eq!(
+    assert!(matches!(
         acquire(&client, &b, now + Duration::from_secs(61))
             .await
             .unwrap(),
-        Acquire::Acquired
-    );
+        Acquire::Acquired { .. }
+    ));
     assert_eq!(
         leases
             .get(name)
@@ -115,14 +124,28 @@ async fn one_holder_at_a_time() {
         Some("job-b")
     );
 
+    // The first holder's bookkeeping, with the version its start took:
+    // the lease was taken over since, and stays.
     assert!(
-        release_if_held(&client, ns.name(), name, "job-b")
+        !release_if_held(&client, ns.name(), name, "job-a", Some(&first))
+            .await
+            .unwrap()
+    );
+    let taken_over = leases.get(name).await.unwrap();
+    assert_eq!(
+        taken_over.spec.unwrap().holder_identity.as_deref(),
+        Some("job-b")
+    );
+    // The holder's, with its own version: given back.
+    let version = taken_over.metadata.resource_version.unwrap();
+    assert!(
+        release_if_held(&client, ns.name(), name, "job-b", Some(&version))
             .await
             .unwrap()
     );
     assert!(leases.get_opt(name).await.unwrap().is_none());
     assert!(
-        !release_if_held(&client, ns.name(), name, "job-b")
+        !release_if_held(&client, ns.name(), name, "job-b", Some(&version))
             .await
             .unwrap()
     );
@@ -140,11 +163,14 @@ async fn concurrent_takers_get_one_winner() {
         let b = request(ns.name(), &name, "job-b");
         let (ra, rb) = tokio::join!(acquire(&client, &a, now), acquire(&client, &b, now));
         let results = [ra.unwrap(), rb.unwrap()];
-        let winners = results.iter().filter(|r| **r == Acquire::Acquired).count();
+        let winners = results
+            .iter()
+            .filter(|r| matches!(r, Acquire::Acquired { .. }))
+            .count();
         assert_eq!(winners, 1, "round {round}: {results:?}");
         assert!(results.iter().all(|r| matches!(
             r,
-            Acquire::Acquired | Acquire::LostRace | Acquire::Held { .. }
+            Acquire::Acquired { .. } | Acquire::LostRace | Acquire::Held { .. }
         )));
     }
 }

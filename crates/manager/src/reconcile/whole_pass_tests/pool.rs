@@ -93,16 +93,13 @@ const RESTARTED: [&str; 6] = [
 /// What a start sends once the block-move annotation is on the pool: the
 /// cluster's operation gate, the run lease, the Job, its per-run inputs
 /// Secret, then the status.
-const START: [&str; 11] = [
+const START: [&str; 8] = [
     "GET leases",
     "GET terraformmachinepools",
     "GET clusters",
-    "GET leases",
     "POST leases",
     "GET leases",
     "POST jobs",
-    "GET jobs",
-    "GET secrets",
     "POST secrets",
     "PATCH terraformmachinepools/status",
 ];
@@ -155,7 +152,6 @@ async fn a_pass_that_bookkeeps_the_first_apply_starts_the_refresh_after_it() {
         "LIST secrets",
         "PUT secrets",
         "DELETE secrets",
-        "GET leases",
         "DELETE leases",
         // The snapshot: credentials, state, records and the variables'
         // sources.
@@ -225,7 +221,6 @@ async fn a_deleted_pool_destroys_then_lets_its_finalizer_go() {
             "GET secrets",
             "GET secrets",
             "DELETE secrets",
-            "GET leases",
             "DELETE leases",
             "GET secrets",
             "GET secrets",
@@ -237,7 +232,6 @@ async fn a_deleted_pool_destroys_then_lets_its_finalizer_go() {
             "LIST secrets",
             "DELETE secrets",
             "LIST secrets",
-            "DELETE secrets",
             "DELETE secrets",
             "DELETE secrets",
             "DELETE secrets",
