@@ -210,7 +210,11 @@ async fn proxy_the_backend(
         .map_err(|e| format!("state proxy: reading the in-cluster config: {e}"))?;
     let client = kube::Client::try_from(config)
         .map_err(|e| format!("state proxy: making the API client: {e}"))?;
-    let proxy = StateProxy::start(client, Scope::of_state(&namespace, &suffix))
+    let scope = Scope {
+        skip_renumbering: matches!(args.op, crate::op::Op::Refresh | crate::op::Op::Drift),
+        ..Scope::of_state(&namespace, &suffix)
+    };
+    let proxy = StateProxy::start(client, scope)
         .await
         .map_err(|e| format!("state proxy: listening on the loopback: {e}"))?;
     let mut proxied = args.clone();

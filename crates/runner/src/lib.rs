@@ -17,6 +17,7 @@ pub mod redact;
 pub use captf_contract::result;
 pub mod run;
 pub mod state_proxy;
+pub mod state_write;
 pub mod steps;
 pub mod summary;
 pub mod workdir;

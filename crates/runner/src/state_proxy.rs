@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -28,6 +29,11 @@ pub struct Scope {
     pub namespace: String,
     /// The state's Secrets, base first (`state_names::state_secrets`).
     pub secrets: Vec<String>,
+    /// Leave out an update of the base Secret that only renumbers the state
+    /// the backend read (`state_write::renumbered_only`): set for the
+    /// routine runs (refresh, drift), whose rewrite of an unchanged state
+    /// is OpenTofu's unordered check results and nothing else.
+    pub skip_renumbering: bool,
 }
 
 impl Scope {
@@ -37,7 +43,15 @@ impl Scope {
         Scope {
             namespace: namespace.to_owned(),
             secrets: captf_contract::state_names::state_secrets(secret_suffix),
+            skip_renumbering: false,
         }
+    }
+
+    fn base_path(&self) -> String {
+        format!(
+            "/api/v1/namespaces/{}/secrets/{}",
+            self.namespace, self.secrets[0]
+        )
     }
 }
 
@@ -46,6 +60,12 @@ impl Scope {
 pub enum Route {
     /// A list of the scope namespace's Secrets, with its label selector.
     ListState { selector: String },
+    /// A read of the base state Secret: passed on, and its answer kept as
+    /// what the backend last read.
+    GetBase,
+    /// An update of the base state Secret, left out when it only renumbers
+    /// what the backend last read (with `Scope::skip_renumbering`).
+    UpdateBase,
     /// Anything else: passed to the apiserver as it is.
     Forward,
 }
@@ -55,9 +75,16 @@ pub fn route(method: &Method, path: &str, query: Option<&str>, scope: &Scope) ->
     let list_path = format!("/api/v1/namespaces/{}/secrets", scope.namespace);
     let params = query.map(query_params).unwrap_or_default();
     let watch = params.get("watch").is_some_and(|v| v == "true" || v == "1");
-    if method == Method::GET && path.trim_end_matches('/') == list_path && !watch {
+    let path = path.trim_end_matches('/');
+    if method == Method::GET && path == list_path && !watch {
         Route::ListState {
             selector: params.get("labelSelector").cloned().unwrap_or_default(),
+        }
+    } else if scope.skip_renumbering && path == scope.base_path() && !watch {
+        match *method {
+            Method::GET => Route::GetBase,
+            Method::PUT => Route::UpdateBase,
+            _ => Route::Forward,
         }
     } else {
         Route::Forward
@@ -217,13 +244,18 @@ impl StateProxy {
     pub async fn start(client: kube::Client, scope: Scope) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let address = listener.local_addr()?;
+        let last_read = LastRead::default();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let (client, scope) = (client.clone(), scope.clone());
+                let last_read = last_read.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let (client, scope) = (client.clone(), scope.clone());
-                        async move { Ok::<_, Infallible>(handle(&client, &scope, req).await) }
+                        let last_read = last_read.clone();
+                        async move {
+                            Ok::<_, Infallible>(handle(&client, &scope, &last_read, req).await)
+                        }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
@@ -247,6 +279,7 @@ impl StateProxy {
 async fn handle(
     client: &kube::Client,
     scope: &Scope,
+    last_read: &LastRead,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let route = route(req.method(), req.uri().path(), req.uri().query(), scope);
@@ -255,6 +288,8 @@ async fn handle(
             Ok(selector) => list_state(client, scope, &selector).await,
             Err(e) => status(StatusCode::BAD_REQUEST, &format!("state proxy: {e}")),
         },
+        Route::GetBase => get_base(client, last_read, req).await,
+        Route::UpdateBase => update_base(client, last_read, req).await,
         Route::Forward => forward(client, req).await,
     }
 }
@@ -308,10 +343,75 @@ async fn list_state(
 /// Passes a request to the apiserver and its answer back.
 async fn forward(client: &kube::Client, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
+    match body.collect().await {
+        Ok(b) => send_upstream(client, parts, b.to_bytes()).await,
+        Err(e) => status(StatusCode::BAD_REQUEST, &format!("state proxy: {e}")),
+    }
+}
+
+/// What the backend last read of the base state Secret.
+type LastRead = Arc<Mutex<Option<Value>>>;
+
+/// The body of a response this proxy made (a `Full`, so at hand).
+async fn body_of(resp: &Response<Full<Bytes>>) -> Option<Value> {
+    let bytes = resp.body().clone().collect().await.ok()?.to_bytes();
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Reads the base state Secret for the backend and keeps what it read.
+async fn get_base(
+    client: &kube::Client,
+    last_read: &LastRead,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let resp = forward(client, req).await;
+    let read = if resp.status() == StatusCode::OK {
+        body_of(&resp).await
+    } else {
+        None
+    };
+    *last_read.lock().expect("the last read") = read;
+    resp
+}
+
+/// Updates the base state Secret, unless the update only renumbers what
+/// the backend last read: then the Secret is answered as it stands.
+async fn update_base(
+    client: &kube::Client,
+    last_read: &LastRead,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
     let body = match body.collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return status(StatusCode::BAD_REQUEST, &format!("state proxy: {e}")),
     };
+    let stored = last_read.lock().expect("the last read").clone();
+    if let (Some(stored), Ok(written)) = (&stored, serde_json::from_slice::<Value>(&body))
+        && crate::state_write::renumbered_only(stored, &written)
+    {
+        eprintln!(
+            "runner: the state is unchanged but for its serial and the order of its check results; its write is left out"
+        );
+        return json_response(StatusCode::OK, stored.to_string().into());
+    }
+    let resp = send_upstream(client, parts, body).await;
+    let written = if resp.status() == StatusCode::OK {
+        body_of(&resp).await
+    } else {
+        None
+    };
+    *last_read.lock().expect("the last read") = written;
+    resp
+}
+
+/// Sends a request (its parts and collected body) to the apiserver and
+/// passes its answer back.
+async fn send_upstream(
+    client: &kube::Client,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Response<Full<Bytes>> {
     let target = parts
         .uri
         .path_and_query()
@@ -354,149 +454,5 @@ async fn forward(client: &kube::Client, req: Request<Incoming>) -> Response<Full
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scope() -> Scope {
-        Scope::of_state("team-a", "0123456789abcdef-mp")
-    }
-
-    #[test]
-    fn only_plain_lists_of_the_namespaces_secrets_are_answered_here() {
-        let s = scope();
-        let list = |m: Method, p: &str, q: Option<&str>| route(&m, p, q, &s);
-        let cases = [
-            (
-                list(
-                    Method::GET,
-                    "/api/v1/namespaces/team-a/secrets",
-                    Some("labelSelector=tfstate%3Dtrue"),
-                ),
-                Route::ListState {
-                    selector: "tfstate=true".into(),
-                },
-            ),
-            (
-                list(
-                    Method::GET,
-                    "/api/v1/namespaces/team-a/secrets",
-                    Some("labelSelector=a%3Db%2Cc%3Dd&limit=500"),
-                ),
-                Route::ListState {
-                    selector: "a=b,c=d".into(),
-                },
-            ),
-            (
-                list(Method::GET, "/api/v1/namespaces/team-a/secrets", None),
-                Route::ListState {
-                    selector: String::new(),
-                },
-            ),
-            // A watch, a single Secret, another namespace, a write, a lease.
-            (
-                list(
-                    Method::GET,
-                    "/api/v1/namespaces/team-a/secrets",
-                    Some("watch=true"),
-                ),
-                Route::Forward,
-            ),
-            (
-                list(
-                    Method::GET,
-                    "/api/v1/namespaces/team-a/secrets/tfstate-default-x",
-                    None,
-                ),
-                Route::Forward,
-            ),
-            (
-                list(Method::GET, "/api/v1/namespaces/team-b/secrets", None),
-                Route::Forward,
-            ),
-            (
-                list(Method::POST, "/api/v1/namespaces/team-a/secrets", None),
-                Route::Forward,
-            ),
-            (
-                list(
-                    Method::GET,
-                    "/apis/coordination.k8s.io/v1/namespaces/team-a/leases",
-                    None,
-                ),
-                Route::Forward,
-            ),
-        ];
-        for (i, (got, want)) in cases.into_iter().enumerate() {
-            assert_eq!(got, want, "case {i}");
-        }
-    }
-
-    #[test]
-    fn selectors_match_as_the_apiserver_matches_them() {
-        let labels: BTreeMap<String, String> = [
-            ("tfstate", "true"),
-            ("tfstateWorkspace", "default"),
-            ("app.kubernetes.io/managed-by", "terraform"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        let table = [
-            ("", true),
-            ("tfstate=true", true),
-            ("tfstate==true", true),
-            ("tfstate=false", false),
-            ("tfstate!=false", true),
-            ("tfstate=true,tfstateWorkspace=default", true),
-            ("tfstate=true,tfstateWorkspace=other", false),
-            ("app.kubernetes.io/managed-by=terraform", true),
-            ("tfstate", true),
-            ("!tfstate", false),
-            ("missing", false),
-            ("!missing", true),
-        ];
-        for (text, want) in table {
-            let sel = Selector::parse(text).unwrap();
-            assert_eq!(sel.matches(&labels), want, "{text:?}");
-        }
-        assert!(Selector::parse("env in (a,b)").is_err());
-    }
-
-    #[test]
-    fn a_list_holds_the_found_secrets_the_selector_accepts() {
-        let secret = |name: &str, ws: &str| {
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": name, "labels": {"tfstate": "true", "tfstateWorkspace": ws}}})
-        };
-        let found = vec![
-            secret("tfstate-default-x", "default"),
-            secret("tfstate-default-x-part-1", "default"),
-        ];
-        let all = secret_list(found.clone(), &Selector::parse("tfstate=true").unwrap());
-        assert_eq!(all["kind"], "SecretList");
-        assert_eq!(all["items"].as_array().unwrap().len(), 2);
-        assert_eq!(
-            all["items"][1]["metadata"]["name"],
-            "tfstate-default-x-part-1"
-        );
-        let none = secret_list(
-            found.clone(),
-            &Selector::parse("tfstateWorkspace=other").unwrap(),
-        );
-        assert_eq!(none["items"], json!([]));
-        // An unlabeled chunk ends the state: what follows it is not listed.
-        let mut broken = found;
-        broken.insert(1, json!({"metadata": {"name": "tfstate-default-x-part-1"}}));
-        broken[2]["metadata"]["name"] = json!("tfstate-default-x-part-2");
-        let listed = secret_list(broken, &Selector::parse("tfstate=true").unwrap());
-        assert_eq!(listed["items"].as_array().unwrap().len(), 1);
-        assert_eq!(listed["items"][0]["metadata"]["name"], "tfstate-default-x");
-    }
-
-    #[test]
-    fn percent_decoding_reads_what_go_encodes() {
-        assert_eq!(percent_decode("a%3Db%2Cc+d"), "a=b,c d");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
-    }
-}
+#[path = "state_proxy_tests.rs"]
+mod tests;
