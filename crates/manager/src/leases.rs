@@ -102,6 +102,15 @@ pub fn takes_cluster_lease(kind: WorkloadKind, op: Op, gate_enabled: bool) -> bo
         && matches!(op, Op::Apply | Op::Destroy | Op::Restore)
 }
 
+/// Whether a machine's or pool's op reads the cluster write lease and waits
+/// while it is live: its writes only (plans, refreshes and drift checks
+/// take the run lease alone).
+pub fn waits_on_cluster_lease(kind: WorkloadKind, op: Op, gate_enabled: bool) -> bool {
+    gate_enabled
+        && kind != WorkloadKind::Cluster
+        && matches!(op, Op::Apply | Op::Destroy | Op::Restore)
+}
+
 /// Terraform's lock info (`app.terraform.io/lock-info`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct LockInfo {
@@ -334,6 +343,28 @@ mod tests {
             Op::Apply,
             true
         ));
+    }
+
+    #[test]
+    fn only_member_writes_wait_on_the_cluster_lease() {
+        use WorkloadKind::{Cluster, Machine, MachinePool};
+        let cases = [
+            (MachinePool, Op::Apply, true, true),
+            (Machine, Op::Destroy, true, true),
+            (MachinePool, Op::Restore, true, true),
+            (MachinePool, Op::Refresh, true, false),
+            (Machine, Op::Drift, true, false),
+            (MachinePool, Op::Plan, true, false),
+            (MachinePool, Op::Apply, false, false),
+            (Cluster, Op::Apply, true, false),
+        ];
+        for (kind, op, gate, waits) in cases {
+            assert_eq!(
+                waits_on_cluster_lease(kind, op, gate),
+                waits,
+                "{kind:?} {op:?} gate {gate}"
+            );
+        }
     }
 
     #[test]

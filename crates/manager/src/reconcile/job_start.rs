@@ -26,7 +26,9 @@ use crate::io::records::write_record;
 use crate::io::start::{Started, create_job, ensure_run_secret};
 use crate::jobs::args::{Guard, RunnerArgs, RunnerEvents};
 use crate::jobs::build::{JobBlueprint, RestoreChunk, build};
-use crate::leases::{backstop, cluster_lease_name, run_lease_name, takes_cluster_lease};
+use crate::leases::{
+    backstop, cluster_lease_name, run_lease_name, takes_cluster_lease, waits_on_cluster_lease,
+};
 use crate::names::{job_name, state_suffix};
 use crate::records::{InputsRecord, attempt_record_name, record_labels};
 
@@ -140,7 +142,7 @@ pub fn plan_start<K: Workload>(
             name: cluster_lease_name.clone(),
             ..lease.clone()
         });
-    let gated_by = (gate && !K::HOLDS_CLUSTER_WRITE_LEASE).then_some(cluster_lease_name);
+    let gated_by = waits_on_cluster_lease(K::KIND, req.op, gate).then_some(cluster_lease_name);
     let request = job_request(obj, &req, &job, attempt, config);
     let built = build(&request);
     let approved = approval_note(&req, &job);

@@ -70,13 +70,15 @@ pub(super) struct GatedStart<'a> {
 
 /// The cluster operation gate, once the run lease is held. A cluster's
 /// apply, destroy or restore takes the cluster write lease, then waits
-/// (keeping both leases, so no new member Job starts meanwhile) while
+/// (keeping both leases, so no new member write starts meanwhile) while
 /// machines or pools of the cluster run a mutating op. A machine's or
-/// pool's Job gives its run lease back and waits while the cluster write
-/// lease is live. Each side writes its lease before reading the other's,
-/// so one of them always sees the other. Costs: the cluster's start one
-/// lease write and one LIST of run leases (plus a GET per member holder);
-/// a member's start one GET of the cluster lease (and of its holder Job).
+/// pool's apply, destroy or restore gives its run lease back and waits
+/// while the cluster write lease is live; its refreshes, drift checks and
+/// plans pass no gate. Each side writes its lease before reading the
+/// other's, so one of them always sees the other. Costs: the cluster's
+/// start one lease write and one LIST of run leases (plus a GET per member
+/// holder); a member's mutating start one GET of the cluster lease (and of
+/// its holder Job).
 pub(super) async fn cluster_gate<K: Workload>(
     ctx: &Context,
     obj: &K,

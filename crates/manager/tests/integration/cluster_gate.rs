@@ -1,18 +1,21 @@
-//! The cluster operation gate: a cluster's apply and its pools' Jobs never
-//! run at once. The other side of each wait is a Lease written by the test
-//! as a manager would write it for a Job about to be created (fresh, its Job
-//! not created yet, so live for the lease's one-minute grace), which makes
-//! each wait deterministic: a pool's refresh waits behind the cluster write
-//! lease (`WaitingForClusterOperation`, its run lease given back); a
-//! cluster's apply takes the write lease and waits behind a pool's mutating
-//! run lease (`WaitingForMachineOperations`), keeping both leases so the
-//! pool's next Job waits too; each runs once the other side is done. The
-//! controllers in this process, the real control plane, Cluster API's
-//! controllers, the real node with the real runner and OpenTofu.
+//! The cluster operation gate: a cluster's apply and its pools' applies
+//! never run at once; refreshes and drift checks take the run lease alone
+//! (concepts §8.2). The other side of each wait is a Lease written by the
+//! test as a manager would write it for a Job about to be created (fresh,
+//! its Job not created yet, so live for the lease's one-minute grace), which
+//! makes each wait deterministic: a pool's apply waits behind the cluster
+//! write lease (`WaitingForClusterOperation`, its run lease given back)
+//! while its refreshes go on; a cluster's apply takes the write lease and
+//! waits behind a pool's mutating run lease (`WaitingForMachineOperations`),
+//! keeping both leases so the pool's next apply waits too; each runs once
+//! the other side is done. The controllers in this process, the real control
+//! plane, Cluster API's controllers, the real node with the real runner and
+//! OpenTofu.
 //!
-//! Cost: a member's start reads the cluster write lease (one GET, plus its
-//! holder Job); a cluster's mutating start writes the write lease and lists
-//! the cluster's run leases (one LIST, plus a GET per member holder).
+//! Cost: a member's apply, destroy or restore reads the cluster write lease
+//! (one GET, plus its holder Job); a cluster's mutating start writes the
+//! write lease and lists the cluster's run leases (one LIST, plus a GET per
+//! member holder).
 
 use crate::support;
 
@@ -20,6 +23,7 @@ use captf_api::{TerraformCluster, TerraformMachinePool};
 use captf_manager::leases::{cluster_lease_name, run_lease_name};
 use captf_manager::names::{WorkloadKind, state_suffix};
 use captf_testenv::{TestNamespace, eventually};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -79,8 +83,10 @@ async fn a_cluster_apply_and_its_pools_jobs_wait_for_each_other() {
         "pool-a",
     ));
 
-    // The cluster is about to change: the pool's next refresh waits and
-    // gives its run lease back.
+    // The cluster is about to change: the pool's refreshes go on (a Job
+    // created after the lease was written), its apply of a new size waits
+    // and gives its run lease back.
+    let written = k8s_openapi::jiff::Timestamp::now();
     fresh_lease(
         &ns,
         &write_lease,
@@ -89,11 +95,28 @@ async fn a_cluster_apply_and_its_pools_jobs_wait_for_each_other() {
         "captf-c-prod-apply-zz-000001",
     )
     .await;
-    let p = wait_pool(&ns, "the refresh waiting for the cluster", 60, |p| {
-        pool_reason(p, "DriftJobSucceeded").is_some_and(|(r, _)| r == "WaitingForClusterOperation")
+    eventually("a refresh while the cluster changes", 60, || async {
+        let jobs = ns.api::<Job>().list(&Default::default()).await.ok()?.items;
+        jobs.iter()
+            .any(|j| {
+                let name = j.metadata.name.as_deref().unwrap_or_default();
+                let created = j.metadata.creation_timestamp.as_ref();
+                name.starts_with("captf-mp-pool-a-refresh-")
+                    && created.is_some_and(|t| t.0 > written)
+            })
+            .then_some(())
     })
     .await;
-    let (_, message) = pool_reason(&p, "DriftJobSucceeded").unwrap();
+    assert!(
+        leases.get_opt(&write_lease).await.unwrap().is_some(),
+        "the refresh ran under the write lease"
+    );
+    scale(&ns, 3).await;
+    let p = wait_pool(&ns, "the apply waiting for the cluster", 60, |p| {
+        pool_reason(p, "ApplyJobSucceeded").is_some_and(|(r, _)| r == "WaitingForClusterOperation")
+    })
+    .await;
+    let (_, message) = pool_reason(&p, "ApplyJobSucceeded").unwrap();
     assert!(
         message.contains("captf-c-prod-apply-zz-000001"),
         "{message}"
@@ -108,12 +131,9 @@ async fn a_cluster_apply_and_its_pools_jobs_wait_for_each_other() {
         .unwrap();
     wait_pool(
         &ns,
-        "the refresh through once the cluster is done",
-        90,
-        |p| {
-            pool_reason(p, "DriftJobSucceeded")
-                .is_some_and(|(r, _)| r != "WaitingForClusterOperation")
-        },
+        "the apply through once the cluster is done",
+        180,
+        |p| p.status.as_ref().and_then(|s| s.replicas) == Some(3),
     )
     .await;
 
@@ -161,13 +181,14 @@ async fn a_cluster_apply_and_its_pools_jobs_wait_for_each_other() {
         holder.starts_with("captf-c-prod-apply-"),
         "the waiting cluster keeps the write lease: {holder}"
     );
-    // Writer preference: the pool's next refresh waits behind it.
+    // Writer preference: the pool's next apply waits behind it.
+    scale(&ns, 2).await;
     wait_pool(
         &ns,
-        "the pool waiting behind the waiting cluster",
+        "the pool's apply waiting behind the waiting cluster",
         60,
         |p| {
-            pool_reason(p, "DriftJobSucceeded")
+            pool_reason(p, "ApplyJobSucceeded")
                 .is_some_and(|(r, _)| r == "WaitingForClusterOperation")
         },
     )
@@ -188,8 +209,11 @@ async fn a_cluster_apply_and_its_pools_jobs_wait_for_each_other() {
         },
     )
     .await;
-    wait_pool(&ns, "the pool's Jobs running again", 90, |p| {
-        pool_reason(p, "DriftJobSucceeded").is_some_and(|(r, _)| r != "WaitingForClusterOperation")
-    })
+    wait_pool(
+        &ns,
+        "the pool's apply through after the cluster's",
+        180,
+        |p| p.status.as_ref().and_then(|s| s.replicas) == Some(2),
+    )
     .await;
 }

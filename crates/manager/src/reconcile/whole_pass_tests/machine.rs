@@ -101,7 +101,7 @@ async fn a_drift_check_that_falls_due_moves_the_block_first_and_writes_the_statu
     let world = converged().await;
     world.age(TERRAFORM_MACHINES, "m-1", 2);
     let mut world = world.restart();
-    let want = then(&then(&RESTARTED, &READS[1..]), &START);
+    let want = then(&then(&RESTARTED, &READS[1..]), &routine(&START));
     assert_eq!(world.machine_pass("m-1").await, want);
     let drift = world.fake.list(JOBS, NS);
     assert!(
@@ -156,7 +156,7 @@ async fn a_pass_that_bookkeeps_an_apply_without_a_health_reading_starts_a_refres
             other => other,
         })
         .collect();
-    let mut want = then(&bookkeeping, &start);
+    let mut want = then(&bookkeeping, &routine(&start));
     want.push("PATCH jobs");
     assert_eq!(
         world.machine_pass("m-1").await,

@@ -167,7 +167,7 @@ async fn a_pass_that_bookkeeps_the_first_apply_starts_the_refresh_after_it() {
         "PATCH terraformmachinepools",
         "PATCH secrets",
     ];
-    let mut want = then(&bookkeeping, &START);
+    let mut want = then(&bookkeeping, &routine(&START));
     want.push("PATCH jobs");
     assert_eq!(
         world.pool_pass("pool-a").await,
@@ -192,7 +192,10 @@ async fn a_refresh_that_falls_due_moves_the_block_first_and_writes_the_status_la
     world.age(TERRAFORM_MACHINE_POOLS, "pool-a", 2);
     let mut world = world.restart();
     let lines = world.pool_pass("pool-a").await;
-    let want = then(&then(&RESTARTED, &READS[1..]), &start_with_block_move());
+    let want = then(
+        &then(&RESTARTED, &READS[1..]),
+        &routine(&start_with_block_move()),
+    );
     assert_eq!(lines, want);
     let block = lines
         .iter()
