@@ -365,13 +365,18 @@ async fn get_base(
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let resp = forward(client, req).await;
-    let read = if resp.status() == StatusCode::OK {
-        body_of(&resp).await
+    remember(last_read, &resp).await;
+    resp
+}
+
+/// Keeps the base Secret an answer carries (a failure keeps nothing).
+async fn remember(last_read: &LastRead, resp: &Response<Full<Bytes>>) {
+    let secret = if resp.status() == StatusCode::OK {
+        body_of(resp).await
     } else {
         None
     };
-    *last_read.lock().expect("the last read") = read;
-    resp
+    *last_read.lock().expect("the last read") = secret;
 }
 
 /// Updates the base state Secret, unless the update only renumbers what
@@ -396,12 +401,7 @@ async fn update_base(
         return json_response(StatusCode::OK, stored.to_string().into());
     }
     let resp = send_upstream(client, parts, body).await;
-    let written = if resp.status() == StatusCode::OK {
-        body_of(&resp).await
-    } else {
-        None
-    };
-    *last_read.lock().expect("the last read") = written;
+    remember(last_read, &resp).await;
     resp
 }
 

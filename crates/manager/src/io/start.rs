@@ -41,6 +41,31 @@ fn already_exists(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
+/// Deletes the object `name` only while it is the one of `uid`: one gone
+/// or replaced meanwhile is left as it is.
+async fn delete_exactly<K>(
+    api: &Api<K>,
+    name: &str,
+    uid: Option<String>,
+    params: DeleteParams,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..params
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Creates `job` (controlled by the object with `owner_uid`), or adopts it.
 pub async fn create_job(
     client: &kube::Client,
@@ -84,18 +109,8 @@ pub async fn create_job(
         }),
         (false, true) => {
             // A finished namesake of an earlier object: remove exactly it.
-            let dp = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: existing.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::background()
-            };
-            match jobs.delete(&name, &dp).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                Err(e) => return Err(e),
-            }
+            let uid = existing.metadata.uid.clone();
+            delete_exactly(&jobs, &name, uid, DeleteParams::background()).await?;
             Ok(Started::Deferred {
                 reason: format!("Job {name} of an earlier object was deleted"),
             })
@@ -120,14 +135,12 @@ pub async fn ensure_run_secret(
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = run_secret(namespace, job_name, job_uid, files, annotations);
     let name = run_secret_name(job_name);
-    match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => return Ok(()),
-        Err(e) if already_exists(&e) => {}
-        Err(e) => return Err(e),
+    if created(&secrets, &secret).await? {
+        return Ok(());
     }
     let Some(existing) = secrets.get_opt(&name).await? else {
         // Deleted between the two requests (its Job went): start over.
-        return create_if_absent(&secrets, &secret).await;
+        return created(&secrets, &secret).await.map(drop);
     };
     let owned = existing
         .metadata
@@ -137,25 +150,17 @@ pub async fn ensure_run_secret(
     if owned {
         return Ok(());
     }
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: existing.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    match secrets.delete(&name, &dp).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-        Err(e) => return Err(e),
-    }
-    create_if_absent(&secrets, &secret).await
+    let uid = existing.metadata.uid.clone();
+    delete_exactly(&secrets, &name, uid, DeleteParams::default()).await?;
+    created(&secrets, &secret).await.map(drop)
 }
 
-async fn create_if_absent(secrets: &Api<Secret>, secret: &Secret) -> Result<(), kube::Error> {
+/// Creates `secret`: true when this call created it, false when one of its
+/// name exists.
+async fn created(secrets: &Api<Secret>, secret: &Secret) -> Result<bool, kube::Error> {
     match secrets.create(&PostParams::default(), secret).await {
-        Ok(_) => Ok(()),
-        Err(e) if already_exists(&e) => Ok(()),
+        Ok(_) => Ok(true),
+        Err(e) if already_exists(&e) => Ok(false),
         Err(e) => Err(e),
     }
 }
