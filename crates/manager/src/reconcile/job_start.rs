@@ -13,7 +13,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::pass::{START_DEFERRED_REQUEUE, block_move_on, event};
+use super::pass::{START_DEFERRED_REQUEUE, event, set_block_move};
 use super::start_gates::{GatedStart, Wait, cluster_gate, lease_wait};
 use super::status::{Draft, time};
 use super::workload::Workload;
@@ -308,10 +308,12 @@ pub async fn execute_start<K: Workload>(
 ) -> Result<StartOutcome, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let job = &start.job_name;
-    let written = block_move_on(ctx, obj, block_move).await?;
+    set_block_move(ctx, obj, block_move, true).await?;
     // The pause handshake: `clusterctl move` pauses, then reads block-move.
-    // With block-move now visible, a pause set meanwhile must stop the start.
-    if paused_now(ctx, obj, written, &start.cluster_name).await? {
+    // With block-move now visible, a pause set meanwhile must stop the
+    // start: the object is read after that write, not from its answer (a
+    // pause landing right after the write is what the re-read is for).
+    if paused_now(ctx, obj, &start.cluster_name).await? {
         return Ok(StartOutcome::Waiting {
             requeue: START_DEFERRED_REQUEUE,
         });
@@ -484,23 +486,11 @@ fn record_running(draft: &mut Draft, start: &PlannedStart, now: SystemTime) {
     }
 }
 
-/// Reads the object and its Cluster live: is either paused now? `written`
-/// is the object as this start's block-move write answered it, a live read
-/// already.
-async fn paused_now<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    written: Option<K>,
-    cluster: &str,
-) -> Result<bool, Error> {
+/// Reads the object and its Cluster live: is either paused now?
+async fn paused_now<K: Workload>(ctx: &Context, obj: &K, cluster: &str) -> Result<bool, Error> {
     let ns = obj.namespace().unwrap_or_default();
-    let live = match written {
-        Some(live) => live,
-        None => {
-            let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-            api.get(&obj.name_any()).await?
-        }
-    };
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let live = api.get(&obj.name_any()).await?;
     if live.annotations().contains_key(annotations::PAUSED) {
         return Ok(true);
     }

@@ -230,10 +230,11 @@ async fn a_start_writes_in_the_crash_safe_order() {
     assert_eq!(
         mock.lines(),
         vec![
-            "PATCH terraformmachinepools", // block-move, answering the pool live
-            "GET clusters",                // the pause handshake's Cluster, live
-            "POST leases",                 // the run lease: none is there, the create takes it
-            "GET leases",                  // the cluster write lease (the operation gate): free
+            "PATCH terraformmachinepools", // block-move, before anything runs
+            "GET terraformmachinepools",   // the pause handshake, live
+            "GET clusters",
+            "POST leases", // the run lease: none is there, the create takes it
+            "GET leases",  // the cluster write lease (the operation gate): free
             "POST jobs",
             "POST secrets",  // the per-run Secret, owned by the created Job's UID
             "PATCH secrets", // the attempt record, last

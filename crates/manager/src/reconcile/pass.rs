@@ -199,23 +199,6 @@ pub async fn set_block_move<K: Workload>(
     Ok(())
 }
 
-/// Sets block-move unless the pass knows it is on, and answers the object
-/// as that write left it: a live read, taken after block-move became
-/// visible (`None` when nothing was written).
-pub async fn block_move_on<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    present: &mut bool,
-) -> Result<Option<K>, Error> {
-    if *present {
-        return Ok(None);
-    }
-    let patch = json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: "true"}}});
-    let after = patch_own_live(ctx, obj, &patch).await?;
-    *present = true;
-    Ok(Some(after))
-}
-
 /// A merge patch of the pass's own object (metadata or spec, never its
 /// status), remembered so the status patch that ends the pass expects the
 /// version it left.
@@ -224,15 +207,6 @@ pub async fn patch_own<K: Workload>(
     obj: &K,
     patch: &serde_json::Value,
 ) -> Result<(), Error> {
-    patch_own_live(ctx, obj, patch).await.map(drop)
-}
-
-/// [`patch_own`], answering the object as the patch left it.
-async fn patch_own_live<K: Workload>(
-    ctx: &Context,
-    obj: &K,
-    patch: &serde_json::Value,
-) -> Result<K, Error> {
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let after = api
         .patch(
@@ -242,7 +216,7 @@ async fn patch_own_live<K: Workload>(
         )
         .await?;
     wrote(ctx, &after);
-    Ok(after)
+    Ok(())
 }
 
 pub(super) fn written_key<K: Workload>(obj: &K) -> String {

@@ -89,16 +89,16 @@ fn count(sent: &[Sent], method: &str, resource: &str) -> usize {
 /// The requests a refresh Job needs of the manager, every one of them
 /// necessary, over the two passes that start it and bookkeep it.
 ///
-/// Start (12): read the object's Jobs (list), its state (list), both
+/// Start (13): read the object's Jobs (list), its state (list), both
 /// durable inputs records (get, get) and the cluster's state for its
-/// exports (list); the state lock (get); set block-move (patch, whose
-/// answer is the pause handshake's live read of the object); the pause
-/// handshake's Cluster (get); the run lease (create: none is left between
-/// Jobs; a refresh takes no part in the cluster operation gate); the Job
-/// (create; a routine Job's creation is not announced by an event); the
-/// per-run Secret (create, owned by the UID the Job's create answered);
-/// `status.activeJob` (patch).
-const START_REQUESTS: usize = 12;
+/// exports (list); the state lock (get); set block-move (patch); the pause
+/// handshake (get the object, get the Cluster, after the block-move write:
+/// a pause landing right after it must stop the start); the run lease
+/// (create: none is left between Jobs; a refresh takes no part in the
+/// cluster operation gate); the Job (create; a routine Job's creation is
+/// not announced by an event); the per-run Secret (create, owned by the UID
+/// the Job's create answered); `status.activeJob` (patch).
+const START_REQUESTS: usize = 13;
 /// Bookkeeping (11): read the Jobs (list) and the finished Job's pod
 /// (list); give the run lease back (one delete, conditioned on the
 /// resourceVersion the Job carries from its start); delete the per-run

@@ -91,6 +91,7 @@ async fn a_drift_check_that_falls_due_moves_the_block_first_and_writes_the_statu
     let start = [
         "GET leases",
         "PATCH terraformclusters",
+        "GET terraformclusters",
         "GET clusters",
         "POST leases",
         "POST jobs",
@@ -185,6 +186,7 @@ async fn a_deleted_cluster_destroys_then_lets_its_finalizer_go() {
             "LIST terraformmachines",
             "GET leases",
             "PATCH terraformclusters",
+            "GET terraformclusters",
             "GET clusters",
             "POST leases",
             "POST leases",

@@ -109,8 +109,7 @@ const START: [&str; 8] = [
 fn start_with_block_move() -> Vec<&'static str> {
     then(
         &START[..1],
-        // The block-move write answers the pool live: no GET of it.
-        &then(&["PATCH terraformmachinepools"], &START[2..]),
+        &then(&["PATCH terraformmachinepools"], &START[1..]),
     )
 }
 
