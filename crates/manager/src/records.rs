@@ -274,6 +274,44 @@ impl InputsRecord {
         }
     }
 
+    /// The annotations an apply's per-run Secret carries beside its files:
+    /// what promotion needs (inputs hash, image, identity, Job) when the
+    /// attempt record does not name the Job (a crash between the Job's
+    /// create and the record's write), so the per-run Secret alone reads
+    /// back as this record.
+    pub fn run_annotations(&self) -> BTreeMap<String, String> {
+        let (_, mut ann) = self.to_secret_parts();
+        let kept = [
+            annotations::INPUTS_HASH,
+            annotations::IMAGE,
+            annotations::IDENTITY,
+            annotations::IDENTITY_KIND,
+            annotations::JOB,
+        ];
+        ann.retain(|k, _| kept.contains(&k.as_str()));
+        ann
+    }
+
+    /// Which record a successful apply `job` is promoted from (concepts
+    /// §9.2): the attempt record when it names the Job, else the Job's
+    /// per-run Secret, else an attempt record of the same inputs (written
+    /// by an earlier release, which named no Job, or for a later apply of
+    /// the same inputs: the same files). `None`: no record holds the Job's
+    /// inputs any more. `inputs_hash` is the one the Job ran with.
+    pub fn promotion_source<'a>(
+        job: &str,
+        inputs_hash: Option<&str>,
+        attempt: Option<&'a InputsRecord>,
+        per_run: Option<&'a InputsRecord>,
+    ) -> Option<&'a InputsRecord> {
+        let same_inputs = |r: &&InputsRecord| inputs_hash.is_none_or(|h| h == r.meta.inputs_hash);
+        let names_job = |r: &&InputsRecord| r.meta.job.as_deref() == Some(job);
+        attempt
+            .filter(|r| names_job(r) && same_inputs(r))
+            .or_else(|| per_run.filter(same_inputs))
+            .or_else(|| attempt.filter(same_inputs))
+    }
+
     /// Whether an apply of the object ever succeeded, by its records: an
     /// applied record, or an attempt record carrying an image digest, where
     /// earlier versions pinned it after a successful apply (this manager
@@ -374,6 +412,70 @@ mod tests {
                 InputsRecord::ever_applied(applied, attempt),
                 want,
                 "{applied:?} {attempt:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_applys_per_run_secret_reads_back_as_its_attempt_record() {
+        let mut attempt = record();
+        attempt.meta.unconfirmed_apply = Some("earlier".into());
+        attempt.meta.unpullable_images = vec!["ghcr.io/x:v0".into()];
+        let (data, _) = attempt.to_secret_parts();
+        let files: BTreeMap<String, ByteString> = data
+            .into_iter()
+            .filter(|(k, _)| k == MAIN_FILE || k == VALUES_FILE)
+            .collect();
+        let back = InputsRecord::from_secret_parts(&files, &attempt.run_annotations()).unwrap();
+        assert_eq!(back.main_tf_json, attempt.main_tf_json);
+        assert_eq!(back.tfvars_json, attempt.tfvars_json);
+        // What promotion keeps; the marks of the attempt record stay there.
+        assert_eq!(back.meta.inputs_hash, attempt.meta.inputs_hash);
+        assert_eq!(back.meta.image, attempt.meta.image);
+        assert_eq!(back.meta.identity, attempt.meta.identity);
+        assert_eq!(back.meta.job, attempt.meta.job);
+        assert_eq!(back.meta.unconfirmed_apply, None);
+        assert!(back.meta.unpullable_images.is_empty());
+    }
+
+    #[test]
+    fn a_promotion_reads_the_jobs_own_inputs_first() {
+        let job = "captf-m-m-0-apply-a2-000002";
+        let with = |job: Option<&str>, hash: &str, file: &str| {
+            let mut r = record();
+            r.meta.job = job.map(str::to_owned);
+            r.meta.inputs_hash = hash.into();
+            r.main_tf_json = file.into();
+            r
+        };
+        let named = with(Some(job), "h2:new", "attempt");
+        let per_run = with(Some(job), "h2:new", "per-run");
+        let newer_same = with(Some("captf-m-m-0-apply-a3-000003"), "h2:new", "newer");
+        let newer_other = with(Some("captf-m-m-0-apply-a3-000003"), "h2:next", "next");
+        let legacy = with(None, "h2:new", "legacy");
+        let h = Some("h2:new");
+        let cases = [
+            // (attempt, per-run Secret, hash the Job ran, promoted from)
+            (Some(&named), Some(&per_run), h, Some("attempt")),
+            // A crash before the attempt record was written: its per-run
+            // Secret holds the inputs.
+            (None, Some(&per_run), h, Some("per-run")),
+            (Some(&newer_other), Some(&per_run), h, Some("per-run")),
+            // The per-run Secret gone: an attempt record of the same inputs.
+            (Some(&newer_same), None, h, Some("newer")),
+            (Some(&legacy), None, h, Some("legacy")),
+            (Some(&legacy), None, None, Some("legacy")),
+            // Nothing holds them: the applied record stays as it is.
+            (Some(&newer_other), None, h, None),
+            (None, None, h, None),
+            (None, Some(&with(Some(job), "h2:old", "stale")), h, None),
+        ];
+        for (attempt, per_run, hash, want) in cases {
+            let got = InputsRecord::promotion_source(job, hash, attempt, per_run);
+            assert_eq!(
+                got.map(|r| r.main_tf_json.as_str()),
+                want,
+                "{attempt:?} {per_run:?} {hash:?}"
             );
         }
     }

@@ -11,7 +11,9 @@ use super::{Context, Error};
 use crate::io::records::{read_record, write_record};
 use crate::io::state::adopt;
 use crate::names::state_suffix;
-use crate::records::{applied_record_name, attempt_record_name, record_labels};
+use crate::records::{
+    InputsRecord, applied_record_name, attempt_record_name, record_labels, run_secret_name,
+};
 
 /// The state adopted after a successful apply: owned by this object and
 /// stamped with the apply's inputs hash, each repair announced.
@@ -61,8 +63,8 @@ pub enum Promoted {
     Pinned { digest: String, changed: bool },
     /// Promoted, but the pod reported no digest and none was kept.
     NoDigest,
-    /// The attempt record is gone or names a newer apply: the applied
-    /// record still describes an older one.
+    /// Neither the attempt record nor the per-run Secret holds the Job's
+    /// inputs: the applied record still describes an older apply.
     InputsGone,
 }
 
@@ -92,8 +94,9 @@ impl Promoted {
     }
 }
 
-/// Promotes the attempt record written for `job` into the applied record,
-/// pinning the digest its pod ran.
+/// Promotes the inputs `job` ran with (its attempt record, or its per-run
+/// Secret when a crash came between the Job's create and the record's
+/// write) into the applied record, pinning the digest its pod ran.
 pub(super) async fn promote<K: Workload>(
     ctx: &Context,
     obj: &K,
@@ -103,21 +106,32 @@ pub(super) async fn promote<K: Workload>(
 ) -> Result<Promoted, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
-    let Some(Ok(attempt)) =
-        read_record(&ctx.client, &ns, &attempt_record_name(K::KIND, &name)).await?
+    let attempt = read_record(&ctx.client, &ns, &attempt_record_name(K::KIND, &name))
+        .await?
+        .and_then(Result::ok);
+    let names_job = attempt
+        .as_ref()
+        .is_some_and(|a| a.meta.job.as_deref() == Some(job));
+    // The per-run Secret is read only when the attempt record does not
+    // name the Job: the usual promotion costs no request more.
+    let per_run = if names_job {
+        None
+    } else {
+        read_record(&ctx.client, &ns, &run_secret_name(job))
+            .await?
+            .and_then(Result::ok)
+    };
+    let Some(source) =
+        InputsRecord::promotion_source(job, inputs_hash, attempt.as_ref(), per_run.as_ref())
     else {
         return Ok(Promoted::InputsGone);
     };
-    if inputs_hash.is_some_and(|h| h != attempt.meta.inputs_hash) {
-        // The attempt record moved on to a newer apply already.
-        return Ok(Promoted::InputsGone);
-    }
     let applied_name = applied_record_name(K::KIND, &name);
     let previous = read_record(&ctx.client, &ns, &applied_name)
         .await?
         .and_then(Result::ok);
     let digest = image_id.and_then(|id| id.split_once('@')).map(|(_, d)| d);
-    let applied = attempt.promote(job, digest, previous.as_ref());
+    let applied = source.promote(job, digest, previous.as_ref());
     let labels = record_labels(K::KIND, &name);
     write_record(
         &ctx.client,

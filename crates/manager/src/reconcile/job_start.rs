@@ -429,13 +429,20 @@ async fn write_run_inputs<K: Workload>(
         (crate::records::VALUES_FILE, start.files.1.as_str()),
     ];
     let ns = obj.namespace().unwrap_or_default();
+    // An apply's per-run Secret reads back as its attempt record, for a
+    // promotion after a crash before the record below was written.
+    let record_annotations = start
+        .attempt_record
+        .as_ref()
+        .map(InputsRecord::run_annotations)
+        .unwrap_or_default();
     ensure_run_secret(
         &ctx.client,
         &ns,
         &start.job_name,
         job_uid,
         &files,
-        BTreeMap::new(),
+        record_annotations,
     )
     .await?;
     if let Some(record) = &start.attempt_record {

@@ -196,3 +196,64 @@ async fn a_finished_job_whose_status_patch_failed_is_counted_once() {
     .await;
     assert_eq!(announced, 1, "JobSucceeded for {name} is published once");
 }
+
+#[tokio::test]
+async fn an_apply_whose_attempt_record_was_never_written_is_promoted_from_its_run_secret() {
+    // The attempt record's write is lost right after the Job create (as if
+    // the manager died there): the Job runs, and its success is promoted
+    // from its per-run Secret, so a destroy still renders what was applied.
+    let rule =
+        Rule::new(Method::PATCH, "/secrets/captf-inputs-c-four", 1).after(Method::POST, "/jobs");
+    let (_env, ns, _tmp, faults, _m) = with_faults(vec![rule]).await;
+    create_cluster(&ns, "four").await;
+    ready(&ns, "four", 240).await;
+    assert_eq!(faults.failed.lock().unwrap()[0], 1, "the fault fired");
+    let jobs = ns.api::<Job>().list(&ListParams::default()).await.unwrap();
+    let [job] = jobs.items.as_slice() else {
+        panic!("one Job: {:?}", jobs.items.len());
+    };
+    let job_name = job.metadata.name.clone().unwrap();
+    let applied = eventually("the applied record", 60, || async {
+        ns.api::<Secret>()
+            .get_opt("captf-applied-c-four")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    let ann = applied.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(ann["captf.io/job"], job_name);
+    let job_ann = job.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(ann["captf.io/inputs-hash"], job_ann["captf.io/inputs-hash"]);
+    let files = applied.data.unwrap_or_default();
+    assert!(files.contains_key("main.tf.json") && files.contains_key("terraform.tfvars.json"));
+    let unknown: Vec<_> = ns
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("AppliedInputsUnknown"))
+        .collect();
+    assert!(unknown.is_empty(), "{unknown:?}");
+
+    // Deleted, it is destroyed from those inputs and goes.
+    let clusters: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        ns.client(),
+        ns.name(),
+        &captf_manager::capi::cluster_resource(),
+    );
+    clusters
+        .delete("four", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the cluster gone", 240, || async {
+        let gone = ns.api::<TerraformCluster>().get_opt("four").await.ok()?;
+        gone.is_none().then_some(())
+    })
+    .await;
+    // Its destroy ran (its Job may be collected with the object already).
+    let note = expect_event(&ns, "Destroyed", "Normal", "TerraformCluster", "four").await;
+    assert!(note.contains("destroy"), "{note}");
+}

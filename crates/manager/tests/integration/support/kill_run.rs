@@ -23,9 +23,11 @@ use super::*;
 pub struct Run {
     env: &'static TestEnv,
     pub ns: TestNamespace,
-    tmp: tempfile::TempDir,
     jobs: JobLog,
+    // Dropped before `tmp`, which holds its log: a failing test prints
+    // the log's tail while it still exists.
     manager: Option<ManagerProcess>,
+    tmp: tempfile::TempDir,
     kind: WorkloadKind,
     name: &'static str,
 }
@@ -186,31 +188,32 @@ impl Run {
     /// No lease of the object or its cluster is held by `job` or its pod
     /// (a later Job of a schedule may hold one).
     pub async fn released_by(&self, job: &str) {
-        let leases = self.ns.api::<Lease>();
         for name in self.lease_names() {
             eventually(&format!("{name} released by {job}"), 60, || async {
-                let lease = leases.get_opt(&name).await.ok()?;
-                let holder = lease
-                    .and_then(|l| l.spec)
-                    .and_then(|s| s.holder_identity)
-                    .unwrap_or_default();
+                let holder = self.holder(&name).await?.unwrap_or_default();
                 (!holder.starts_with(job)).then_some(())
             })
             .await;
         }
     }
 
+    /// The holder of lease `name` as read now (`None` inside: no lease, or
+    /// one held by nobody); `None` outside when the read failed.
+    async fn holder(&self, name: &str) -> Option<Option<String>> {
+        let lease = self.ns.api::<Lease>().get_opt(name).await.ok()?;
+        Some(
+            lease
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity)
+                .filter(|h| !h.is_empty()),
+        )
+    }
+
     /// No lease of the object or its cluster is held at all.
     pub async fn nothing_held(&self) {
-        let leases = self.ns.api::<Lease>();
         for name in self.lease_names() {
             eventually(&format!("{name} released"), 60, || async {
-                let lease = leases.get_opt(&name).await.ok()?;
-                let holder = lease
-                    .and_then(|l| l.spec)
-                    .and_then(|s| s.holder_identity)
-                    .filter(|h| !h.is_empty());
-                holder.is_none().then_some(())
+                self.holder(&name).await?.is_none().then_some(())
             })
             .await;
         }
