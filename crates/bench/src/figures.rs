@@ -6,10 +6,9 @@ use std::time::Duration;
 
 /// The requests a refresh Job needs of the manager over the two passes
 /// that start it and bookkeep it (see `crates/manager/tests/integration/scale.rs`,
-/// where each of them is listed): 18 to start, 15 to bookkeep (the lock and
-/// cluster write-lease reads at the start, the backup of the refreshed
-/// serial at the bookkeeping).
-pub const REQUESTS_PER_JOB: u64 = 33;
+/// where each of them is listed): 13 to start, 11 to bookkeep (a refresh
+/// that found nothing writes no new serial, so there is no backup).
+pub const REQUESTS_PER_JOB: u64 = 24;
 
 /// One scrape: every sample of the named families, keyed by their labels.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -227,8 +226,8 @@ other 5
             jobs: 20.0,
         };
         assert_eq!(c.per_pool_minute(), 30.0);
-        assert_eq!(c.minimum_per_pool_minute(), 33.0);
-        assert!((c.ratio() - 600.0 / 660.0).abs() < 1e-12);
+        assert_eq!(c.minimum_per_pool_minute(), 24.0);
+        assert!((c.ratio() - 600.0 / 480.0).abs() < 1e-12);
         let idle = Converged {
             requests: 0.0,
             jobs: 0.0,

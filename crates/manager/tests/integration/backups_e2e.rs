@@ -284,14 +284,7 @@ async fn each_new_serial_is_backed_up_once_and_a_restore_brings_its_outputs_back
     // The restored state is adopted with the backup's inputs hash, which
     // are the inputs now: a pass woken after the restore finds nothing to
     // apply.
-    support::touch::touch_state(
-        &ns,
-        &manager,
-        captf_manager::names::WorkloadKind::Cluster,
-        "kept",
-        std::time::Duration::ZERO,
-    )
-    .await;
+    support::touch::touch_cluster_state(&ns, &manager, "kept").await;
     let listed = jobs.list(&ListParams::default()).await.unwrap().items;
     assert_eq!(
         jobs_of_op(&listed, "apply").len(),

@@ -356,14 +356,7 @@ async fn a_cluster_provisions_reapplies_guards_and_destroys() {
     );
     assert_eq!(plan.spec.summary.replace, Some(1));
     // Nothing runs while the plan waits: a pass woken now starts nothing.
-    support::touch::touch_state(
-        &ns,
-        &manager,
-        captf_manager::names::WorkloadKind::Cluster,
-        "prod",
-        std::time::Duration::ZERO,
-    )
-    .await;
+    support::touch::touch_cluster_state(&ns, &manager, "prod").await;
     let tc = ns.api::<TerraformCluster>().get("prod").await.unwrap();
     assert!(tc.status.unwrap().workspace.active_job.is_none());
     plans

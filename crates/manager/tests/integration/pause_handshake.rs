@@ -119,14 +119,7 @@ async fn a_pause_that_lands_after_block_move_stops_the_start() {
     })
     .await;
     // A pass woken now, paused, starts nothing.
-    support::touch::touch_state(
-        &ns,
-        &manager,
-        captf_manager::names::WorkloadKind::Cluster,
-        "prod",
-        std::time::Duration::ZERO,
-    )
-    .await;
+    support::touch::touch_cluster_state(&ns, &manager, "prod").await;
     assert_eq!(
         applies(&jobs.list(&ListParams::default()).await.unwrap().items),
         before,

@@ -81,11 +81,25 @@ async fn race_for(ns: &TestNamespace, name: &str) -> String {
     req.name
 }
 
+/// Returns once `count` more full passes of the TerraformCluster `name`
+/// began: the first may have read the object just before the change the
+/// test made, the later ones decided on it (each such pass requeues itself
+/// within seconds while the lease is held).
+async fn passes_since_now(manager: &Manager, ns: &TestNamespace, name: &str, count: u64) {
+    let key = format!("TerraformCluster/{}/{name}", ns.name());
+    let before = manager.passes.snapshot().get(&key).copied().unwrap_or(0);
+    eventually(&format!("{count} passes of {name}"), 60, || async {
+        let now = manager.passes.snapshot().get(&key).copied().unwrap_or(0);
+        (now >= before + count).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_lease_held_by_a_job_not_yet_created_keeps_the_finalizer_and_block_move() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
-    let _manager = start_manager(ns.client(), ns.name());
+    let manager = start_manager(ns.client(), ns.name());
     let tcs = ns.api::<TerraformCluster>();
     let leases = ns.api::<Lease>();
     create_waiting_cluster(&ns, "deleting").await;
@@ -96,7 +110,7 @@ async fn a_run_lease_held_by_a_job_not_yet_created_keeps_the_finalizer_and_block
     tcs.delete("deleting", &DeleteParams::default())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    passes_since_now(&manager, &ns, "deleting", 2).await;
     let tc = tcs.get("deleting").await.expect("still there");
     assert!(tc.finalizers().iter().any(|f| f == FINALIZER));
     leases
@@ -128,7 +142,7 @@ async fn a_run_lease_held_by_a_job_not_yet_created_keeps_the_finalizer_and_block
             .then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    passes_since_now(&manager, &ns, "paused", 2).await;
     let tc = tcs.get("paused").await.unwrap();
     assert!(
         tc.annotations().contains_key(BLOCK_MOVE),

@@ -318,14 +318,7 @@ async fn state_and_records_written_by_the_reference_are_adopted_without_a_re_app
     // Ready came from the adopted state: no apply ran (nor starts in a
     // pass woken now), the state and the applied record are still the
     // reference's.
-    support::touch::touch_state(
-        &ns,
-        &manager,
-        captf_manager::names::WorkloadKind::Cluster,
-        "prod",
-        std::time::Duration::ZERO,
-    )
-    .await;
+    support::touch::touch_cluster_state(&ns, &manager, "prod").await;
 
     assert_eq!(apply_job_names(&ns).await, Vec::<String>::new());
     let secrets = ns.api::<Secret>();

@@ -50,6 +50,13 @@ pub async fn touch_state(
         .collect()
 }
 
+/// Wakes the pass of the TerraformCluster `name` through its state Secret
+/// and returns once it ran: what a test asserts next is what that pass did
+/// (for a converged or waiting cluster: start nothing).
+pub async fn touch_cluster_state(ns: &TestNamespace, manager: &Manager, name: &str) {
+    touch_state(ns, manager, WorkloadKind::Cluster, name, Duration::ZERO).await;
+}
+
 /// Annotates the TerraformCluster `name` itself (for one with no state
 /// Secret to touch) and waits for the pass it wakes.
 #[allow(dead_code)]
