@@ -182,6 +182,11 @@ pub async fn reconcile(
     obj: Arc<TerraformMachineTemplate>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
+    ctx.passes.count(
+        "TerraformMachineTemplate",
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+    );
     let v = view(&obj);
     if !capacity::due(&v) {
         return Ok(Action::await_change());

@@ -175,7 +175,7 @@ async fn capacity_comes_from_the_image_labels_or_from_spec_capacity() {
     let env = TestEnv::get().await;
     let ns = env.namespace().await;
     let (port, served) = registry(labels(), None);
-    let _manager = start_manager_with(ns.client(), ns.name(), |c| {
+    let manager = start_manager_with(ns.client(), ns.name(), |c| {
         // The registry listens on the loopback interface.
         c.image_inspect.allow_private = true;
     });
@@ -224,8 +224,24 @@ async fn capacity_comes_from_the_image_labels_or_from_spec_capacity() {
 
     // Resolved once per image: a settled template reads the registry no
     // more (two manifest and two config reads so far).
+    // A pass of the settled template, woken by a change outside its
+    // spec, reads nothing.
     let after = served.load(std::sync::atomic::Ordering::SeqCst);
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let key = format!("TerraformMachineTemplate/{}/from-image", ns.name());
+    let before = manager.passes.snapshot().get(&key).copied().unwrap_or(0);
+    ns.api::<TerraformMachineTemplate>()
+        .patch(
+            "from-image",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"example.com/touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("a pass of the settled template", 30, || async {
+        let now = manager.passes.snapshot().get(&key).copied().unwrap_or(0);
+        (now > before).then_some(())
+    })
+    .await;
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), after);
     assert_eq!(after, 4);
 
