@@ -407,7 +407,9 @@ async fn cluster_api_runs_a_control_plane_machine_and_a_machine_deployment() {
             .and_then(|a| a.get("cluster.x-k8s.io/cloned-from-name"))
             .is_some_and(|n| n == "workers-v2")
     };
-    let rolled = wait_provisioned(&ns, 3, 300, cloned_from_v2).await;
+    // One machine at a time (maxSurge 1): three applies and three
+    // destroys in turn, which under a loaded CI took over 300 s once.
+    let rolled = wait_provisioned(&ns, 3, 480, cloned_from_v2).await;
     let old: Vec<String> = ready
         .keys()
         .filter(|n| !n.starts_with("cp-"))
