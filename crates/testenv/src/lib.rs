@@ -24,6 +24,7 @@ pub mod binaries;
 pub mod capi;
 pub mod control_plane;
 pub mod crds;
+mod failure_report;
 pub mod gate;
 pub mod node;
 pub mod nodes;
@@ -454,6 +455,7 @@ impl Drop for TestNamespace {
         // Deletion needs a runtime, and Drop may run inside one: use a thread.
         let name = self.name.clone();
         let config = self.env.config.clone();
+        let failed = std::thread::panicking();
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -461,6 +463,9 @@ impl Drop for TestNamespace {
                 .expect("a runtime for namespace cleanup");
             rt.block_on(async move {
                 if let Ok(client) = kube::Client::try_from(config) {
+                    if failed {
+                        eprintln!("{}", failure_report::namespace_report(&client, &name).await);
+                    }
                     delete_identities_of(&client, &name).await;
                     let api: Api<Namespace> = Api::all(client);
                     let _ = api.delete(&name, &DeleteParams::background()).await;

@@ -40,7 +40,7 @@ pub fn create(site: Site) -> Result<String, String> {
         return Err("the first node runs in the host's namespace".to_owned());
     };
     let veth = site.veth();
-    ip(&["netns", "add", &netns])?;
+    add_namespace(&netns)?;
     ip(&[
         "link", "add", &veth.host, "type", "veth", "peer", "name", &veth.node, "netns", &netns,
     ])?;
@@ -81,6 +81,35 @@ pub fn create(site: Site) -> Result<String, String> {
         ));
     }
     Ok(veth.node_address)
+}
+
+/// Makes the named network namespace `ip netns` and `nsenter` find, with
+/// `unshare` rather than `ip netns add`: the first time it runs, `ip netns
+/// add` turns `/var/run/netns` into a bind mount of itself, and the pod
+/// namespaces the first node's containerd had mounted there before are
+/// copied into it; containerd then unmounts the copy it sees and cannot
+/// remove the file under it (EBUSY), so each of those pods stays Running
+/// (or Terminating) for good and its Job never finishes.
+fn add_namespace(netns: &str) -> Result<(), String> {
+    let file = path(netns);
+    let dir = file.parent().expect("a folder for network namespaces");
+    std::fs::create_dir_all(dir).map_err(|e| format!("making {}: {e}", dir.display()))?;
+    std::fs::File::create(&file).map_err(|e| format!("making {}: {e}", file.display()))?;
+    let out = Command::new("unshare")
+        .arg(format!("--net={}", file.display()))
+        .arg("true")
+        .output()
+        .map_err(|e| format!("running unshare: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let _ = std::fs::remove_file(&file);
+        Err(format!(
+            "unshare --net={}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
 }
 
 /// The admin kubeconfig of `kubeconfig` with its server at the host's

@@ -59,12 +59,39 @@ async fn a_pod_runs_on_the_real_kubelet_with_its_security_context_enforced() {
 
 /// A second control plane (as a move test starts) gets a node of its own,
 /// in a network namespace of its own, while the first one's keeps running:
-/// its pod runs the same way and reaches its own apiserver.
+/// its pod runs the same way and reaches its own apiserver. A pod the
+/// first node ran while the second one's namespace was made still goes
+/// away when deleted (its sandbox's network namespace can be removed).
 #[tokio::test]
 async fn a_second_control_planes_pod_runs_on_its_own_node_beside_the_first() {
     let first = TestEnv::get().await;
     let first_node = first.real_node().await;
+    let earlier_ns = first.namespace().await;
+    let earlier = earlier_ns.api::<Pod>();
+    earlier
+        .create(&PostParams::default(), &sleeping_pod())
+        .await
+        .unwrap();
+    eventually("the earlier pod running", 60, || async {
+        let p = earlier.get("sleeper").await.ok()?;
+        (p.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
     let second = TestEnv::second().await;
+    let _ = second.real_node().await;
+    earlier
+        .delete("sleeper", &Default::default())
+        .await
+        .unwrap();
+    eventually("the earlier pod gone", 60, || async {
+        earlier
+            .get_opt("sleeper")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
     let pod = runs_a_job_like_pod(second).await;
     let second_node = second.real_node().await;
     assert_ne!(second_node.name, first_node.name);
@@ -72,6 +99,24 @@ async fn a_second_control_planes_pod_runs_on_its_own_node_beside_the_first() {
     // The first node still runs pods of its own.
     let again = runs_a_job_like_pod(first).await;
     assert!(pod_ip(&again).starts_with("10.88.0."), "{}", pod_ip(&again));
+}
+
+/// A pod that runs until it is deleted.
+fn sleeping_pod() -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "sleeper"},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "sleeper",
+                "image": SHELL_IMAGE,
+                "imagePullPolicy": "Never",
+                "command": ["/bin/sh", "-c", "exec sleep 600"]
+            }]
+        }
+    }))
+    .unwrap()
 }
 
 fn pod_ip(pod: &Pod) -> String {
