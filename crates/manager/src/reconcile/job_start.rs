@@ -313,7 +313,7 @@ pub async fn execute_start<K: Workload>(
     // With block-move now visible, a pause set meanwhile must stop the
     // start: the object is read after that write, not from its answer (a
     // pause landing right after the write is what the re-read is for).
-    if paused_now(ctx, obj, &start.cluster_name).await? {
+    if live_gate(ctx, obj, &start.cluster_name).await? != LiveGate::Open {
         return Ok(StartOutcome::Waiting {
             requeue: START_DEFERRED_REQUEUE,
         });
@@ -493,21 +493,61 @@ fn record_running(draft: &mut Draft, start: &PlannedStart, now: SystemTime) {
     }
 }
 
-/// Reads the object and its Cluster live: is either paused now?
-async fn paused_now<K: Workload>(ctx: &Context, obj: &K, cluster: &str) -> Result<bool, Error> {
+/// What the live read of the object and its Cluster says of a start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LiveGate {
+    Open,
+    /// The object or its Cluster is paused now.
+    Paused,
+    /// The pass read a cached object older than the manager's own last
+    /// status write (see [`trails_live`]).
+    Stale,
+}
+
+/// Reads the object and its Cluster live, after the block-move write: is
+/// either paused now, and did the pass decide on an object that trails?
+async fn live_gate<K: Workload>(ctx: &Context, obj: &K, cluster: &str) -> Result<LiveGate, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
     let live = api.get(&obj.name_any()).await?;
     if live.annotations().contains_key(annotations::PAUSED) {
-        return Ok(true);
+        return Ok(LiveGate::Paused);
+    }
+    let active = |o: &K| {
+        o.workspace_status()?
+            .active_job
+            .as_ref()
+            .map(|a| a.name.clone())
+    };
+    if let Some(job) = trails_live(active(obj).as_deref(), active(&live).as_deref()) {
+        tracing::info!(
+            job,
+            "the cached object trails the live one, which names a running Job; the start waits for the newer object"
+        );
+        return Ok(LiveGate::Stale);
     }
     let clusters: Api<kube::api::DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &ns, &crate::capi::cluster_resource());
-    Ok(clusters
+    let paused = clusters
         .get_opt(cluster)
         .await?
         .and_then(|c| crate::capi::Cluster::from_dynamic(&c).ok())
-        .is_some_and(|c| c.paused()))
+        .is_some_and(|c| c.paused());
+    Ok(if paused {
+        LiveGate::Paused
+    } else {
+        LiveGate::Open
+    })
+}
+
+/// The running Job the live object names that the cached one the pass
+/// decided on does not: a start the manager made and recorded, seen by a
+/// pass whose cache has not caught up with that status write. Starting
+/// again would re-create that Job's name if it was deleted meanwhile (it
+/// vanished: the newer object's pass records that) or start a second Job
+/// beside it. A pass that bookkept the Job both name is not stale.
+fn trails_live<'a>(cached: Option<&str>, live: Option<&'a str>) -> Option<&'a str> {
+    live.filter(|l| cached != Some(*l))
 }
 
 #[cfg(test)]

@@ -296,3 +296,48 @@ async fn a_lease_held_by_a_running_job_starts_nothing() {
     assert_eq!(c.reason, reasons::WAITING_FOR_RUN_LEASE);
     assert!(c.message.contains("other-job"), "{}", c.message);
 }
+
+#[test]
+fn a_pass_trails_when_the_live_object_names_a_job_its_cached_one_does_not() {
+    let cases = [
+        // (cached activeJob, live activeJob, the Job the pass missed)
+        (None, None, None),
+        (None, Some("j-1"), Some("j-1")), // the start's status write not yet cached
+        (Some("j-1"), Some("j-1"), None), // a pass that bookkept j-1 starts the next
+        (Some("j-1"), None, None),        // a later pass cleared it: nothing runs
+        (Some("j-1"), Some("j-2"), Some("j-2")),
+    ];
+    for (cached, live, missed) in cases {
+        assert_eq!(trails_live(cached, live), missed, "{cached:?} / {live:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_start_on_a_cached_object_older_than_its_live_status_starts_nothing() {
+    // The live object names the Job an earlier pass started; the cache the
+    // pass decided on does not have that status write yet. Were that Job
+    // deleted meanwhile, starting would create its name again.
+    let live = || {
+        let mut p = serde_json::to_value(pool()).unwrap();
+        p["status"] = json!({"activeJob": {"name": "captf-mp-pool-a-apply-a1-000000",
+            "operation": "apply", "attempt": 1}});
+        p
+    };
+    let server = apiserver(None);
+    let mock = MockApi::new(move |c: &Call| match c.line().as_str() {
+        "GET terraformmachinepools" => (200, live()),
+        _ => server(c),
+    });
+    let (outcome, _, _) = run_start(&mock, true).await;
+    assert_eq!(
+        outcome,
+        StartOutcome::Waiting {
+            requeue: START_DEFERRED_REQUEUE
+        }
+    );
+    assert_eq!(
+        mock.lines(),
+        vec!["GET terraformmachinepools"],
+        "nothing written"
+    );
+}
