@@ -149,7 +149,12 @@ pub fn record_labels(kind: WorkloadKind, name: &str) -> BTreeMap<String, String>
 impl InputsRecord {
     /// Data and annotations of the Secret that stores this record.
     pub fn to_secret_parts(&self) -> (BTreeMap<String, ByteString>, BTreeMap<String, String>) {
-        let data = BTreeMap::from([
+        (self.secret_data(), self.secret_annotations())
+    }
+
+    /// The files of the Secret that stores this record.
+    fn secret_data(&self) -> BTreeMap<String, ByteString> {
+        let mut data = BTreeMap::from([
             (
                 MAIN_FILE.to_owned(),
                 ByteString(self.main_tf_json.clone().into_bytes()),
@@ -159,9 +164,7 @@ impl InputsRecord {
                 ByteString(self.tfvars_json.clone().into_bytes()),
             ),
         ]);
-        let mut data = data;
-        let x = &self.exports;
-        if let Some(applied) = &x.applied {
+        if let Some(applied) = &self.exports.applied {
             let used = self.main_tf_json.len() + self.tfvars_json.len();
             if used + applied.len() <= RECORD_BUDGET {
                 data.insert(
@@ -170,7 +173,13 @@ impl InputsRecord {
                 );
             }
         }
-        let m = &self.meta;
+        data
+    }
+
+    /// The annotations of the Secret that stores this record: its meta and
+    /// what it keeps of the cluster's exports.
+    fn secret_annotations(&self) -> BTreeMap<String, String> {
+        let (m, x) = (&self.meta, &self.exports);
         let mut ann = BTreeMap::from([
             (annotations::INPUTS_HASH.to_owned(), m.inputs_hash.clone()),
             (annotations::IMAGE.to_owned(), m.image.clone()),
@@ -196,7 +205,7 @@ impl InputsRecord {
                 serde_json::to_string(&m.unpullable_images).expect("strings serialize"),
             );
         }
-        (data, ann)
+        ann
     }
 
     /// Reads a record back from a Secret's data and annotations.
@@ -280,7 +289,7 @@ impl InputsRecord {
     /// create and the record's write), so the per-run Secret alone reads
     /// back as this record.
     pub fn run_annotations(&self) -> BTreeMap<String, String> {
-        let (_, mut ann) = self.to_secret_parts();
+        let mut ann = self.secret_annotations();
         let kept = [
             annotations::INPUTS_HASH,
             annotations::IMAGE,
@@ -290,6 +299,11 @@ impl InputsRecord {
         ];
         ann.retain(|k, _| kept.contains(&k.as_str()));
         ann
+    }
+
+    /// Whether this record belongs to Job `job`.
+    pub fn names_job(&self, job: &str) -> bool {
+        self.meta.job.as_deref() == Some(job)
     }
 
     /// Which record a successful apply `job` is promoted from (concepts
@@ -305,9 +319,8 @@ impl InputsRecord {
         per_run: Option<&'a InputsRecord>,
     ) -> Option<&'a InputsRecord> {
         let same_inputs = |r: &&InputsRecord| inputs_hash.is_none_or(|h| h == r.meta.inputs_hash);
-        let names_job = |r: &&InputsRecord| r.meta.job.as_deref() == Some(job);
         attempt
-            .filter(|r| names_job(r) && same_inputs(r))
+            .filter(|r| r.names_job(job) && same_inputs(r))
             .or_else(|| per_run.filter(same_inputs))
             .or_else(|| attempt.filter(same_inputs))
     }

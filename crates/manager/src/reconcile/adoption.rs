@@ -109,9 +109,7 @@ pub(super) async fn promote<K: Workload>(
     let attempt = read_record(&ctx.client, &ns, &attempt_record_name(K::KIND, &name))
         .await?
         .and_then(Result::ok);
-    let names_job = attempt
-        .as_ref()
-        .is_some_and(|a| a.meta.job.as_deref() == Some(job));
+    let names_job = attempt.as_ref().is_some_and(|a| a.names_job(job));
     // The per-run Secret is read only when the attempt record does not
     // name the Job: the usual promotion costs no request more.
     let per_run = if names_job {

@@ -285,7 +285,7 @@ fn partial_change(
             )
         {
             let exports = attempt
-                .filter(|r| r.meta.job.as_deref() == Some(job))
+                .filter(|r| r.names_job(job))
                 .and_then(recorded_exports)
                 .map(|e| e.to_string())
                 .unwrap_or_else(|| json!(rendered).to_string());
