@@ -33,6 +33,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use support::touch::{passes_of, wait_for_passes};
 use support::*;
 
 const BLOCK_MOVE: &str = "clusterctl.cluster.x-k8s.io/block-move";
@@ -87,12 +88,7 @@ async fn race_for(ns: &TestNamespace, name: &str) -> String {
 /// within seconds while the lease is held).
 async fn passes_since_now(manager: &Manager, ns: &TestNamespace, name: &str, count: u64) {
     let key = format!("TerraformCluster/{}/{name}", ns.name());
-    let before = manager.passes.snapshot().get(&key).copied().unwrap_or(0);
-    eventually(&format!("{count} passes of {name}"), 60, || async {
-        let now = manager.passes.snapshot().get(&key).copied().unwrap_or(0);
-        (now >= before + count).then_some(())
-    })
-    .await;
+    wait_for_passes(manager, &key, passes_of(manager, &key), count).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,7 @@ use captf_testenv::{TestEnv, TestNamespace, eventually};
 use kube::api::PostParams;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use support::touch::{passes_of, wait_for_passes};
 use support::*;
 
 fn digest(bytes: &[u8]) -> String {
@@ -228,7 +229,7 @@ async fn capacity_comes_from_the_image_labels_or_from_spec_capacity() {
     // spec, reads nothing.
     let after = served.load(std::sync::atomic::Ordering::SeqCst);
     let key = format!("TerraformMachineTemplate/{}/from-image", ns.name());
-    let before = manager.passes.snapshot().get(&key).copied().unwrap_or(0);
+    let before = passes_of(&manager, &key);
     ns.api::<TerraformMachineTemplate>()
         .patch(
             "from-image",
@@ -237,11 +238,7 @@ async fn capacity_comes_from_the_image_labels_or_from_spec_capacity() {
         )
         .await
         .unwrap();
-    eventually("a pass of the settled template", 30, || async {
-        let now = manager.passes.snapshot().get(&key).copied().unwrap_or(0);
-        (now > before).then_some(())
-    })
-    .await;
+    wait_for_passes(&manager, &key, before, 1).await;
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), after);
     assert_eq!(after, 4);
 

@@ -33,10 +33,8 @@ pub async fn touch_state(
         .await
         .unwrap();
     let key = format!("{}/{}/{name}", kind.kind(), ns.name());
-    eventually(&format!("{key} to look again"), 30, || async {
-        (manager.passes.snapshot().get(&key) > before.get(&key)).then_some(())
-    })
-    .await;
+    let since = before.get(&key).copied().unwrap_or(0);
+    wait_for_passes(manager, &key, since, 1).await;
     tokio::time::sleep(settle).await;
     manager
         .passes
@@ -61,7 +59,8 @@ pub async fn touch_cluster_state(ns: &TestNamespace, manager: &Manager, name: &s
 /// Secret to touch) and waits for the pass it wakes.
 #[allow(dead_code)]
 pub async fn touch_cluster(ns: &TestNamespace, manager: &Manager, name: &str) {
-    let before = manager.passes.snapshot();
+    let key = format!("TerraformCluster/{}/{name}", ns.name());
+    let since = passes_of(manager, &key);
     ns.api::<captf_api::TerraformCluster>()
         .patch(
             name,
@@ -70,9 +69,19 @@ pub async fn touch_cluster(ns: &TestNamespace, manager: &Manager, name: &str) {
         )
         .await
         .unwrap();
-    let key = format!("TerraformCluster/{}/{name}", ns.name());
-    eventually(&format!("{key} to look again"), 30, || async {
-        (manager.passes.snapshot().get(&key) > before.get(&key)).then_some(())
+    wait_for_passes(manager, &key, since, 1).await;
+}
+
+/// Full passes of the object `key` (`Kind/namespace/name`) so far.
+pub fn passes_of(manager: &Manager, key: &str) -> u64 {
+    manager.passes.snapshot().get(key).copied().unwrap_or(0)
+}
+
+/// Returns once `count` passes of `key` began after the `since`th: what a
+/// test asserts next is what those passes did (a timeout, never a sleep).
+pub async fn wait_for_passes(manager: &Manager, key: &str, since: u64, count: u64) {
+    eventually(&format!("{count} more passes of {key}"), 60, || async {
+        (passes_of(manager, key) >= since + count).then_some(())
     })
     .await;
 }
