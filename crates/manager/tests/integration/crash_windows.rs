@@ -227,15 +227,7 @@ async fn an_apply_whose_attempt_record_was_never_written_is_promoted_from_its_ru
     assert_eq!(ann["captf.io/inputs-hash"], job_ann["captf.io/inputs-hash"]);
     let files = applied.data.unwrap_or_default();
     assert!(files.contains_key("main.tf.json") && files.contains_key("terraform.tfvars.json"));
-    let unknown: Vec<_> = ns
-        .api::<Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("AppliedInputsUnknown"))
-        .collect();
+    let unknown = event_notes(&ns, "AppliedInputsUnknown").await;
     assert!(unknown.is_empty(), "{unknown:?}");
 
     // Deleted, it is destroyed from those inputs and goes.
