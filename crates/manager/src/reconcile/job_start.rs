@@ -545,7 +545,8 @@ async fn live_gate<K: Workload>(ctx: &Context, obj: &K, cluster: &str) -> Result
 /// pass whose cache has not caught up with that status write. Starting
 /// again would re-create that Job's name if it was deleted meanwhile (it
 /// vanished: the newer object's pass records that) or start a second Job
-/// beside it. A pass that bookkept the Job both name is not stale.
+/// beside it. A pass that bookkept that Job sees it named in both: it is
+/// not stale.
 fn trails_live<'a>(cached: Option<&str>, live: Option<&'a str>) -> Option<&'a str> {
     live.filter(|l| cached != Some(*l))
 }
